@@ -1,0 +1,8 @@
+//! End-to-end tests against real components: the Docker daemon, cgroup files, and
+//! third-party YARN clients. One test binary, one module per area.
+//!
+//! Docker-backed tests never skip silently: without a daemon they print why and pass
+//! outside CI, and fail when `CI=true`.
+
+mod common;
+mod docker_smoke;

@@ -1,0 +1,643 @@
+//! The cluster model every policy decides on: queues, applications, containers and nodes.
+//!
+//! Pure data. The controller builds a [`ClusterView`] from the RM's REST API and the agents'
+//! reports; the simulator builds one from its own state. Entities refer to each other by
+//! dense indices so that a view of 200,000 containers is a few flat vectors.
+
+pub mod ids;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+pub use ids::{ApplicationAttemptId, ApplicationId, ContainerId, IdError, NodeId};
+
+use crate::resources::{Limits, Resource};
+
+/// Milliseconds on the caller's clock: epoch time in the controller, simulated time in
+/// the simulator. Policies only ever compare and subtract them.
+pub type Millis = u64;
+
+/// Short (latency-sensitive) or long (batch) job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobClass {
+    Short,
+    Long,
+}
+
+impl FromStr for JobClass {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "short" => Ok(JobClass::Short),
+            "long" => Ok(JobClass::Long),
+            other => Err(format!(
+                "unknown job class {other:?} (expected short or long)"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for JobClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            JobClass::Short => "short",
+            JobClass::Long => "long",
+        })
+    }
+}
+
+/// The preemption policies Preemptor knows, by their configuration names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyKind {
+    None,
+    Kill,
+    Immediate,
+    Graceful,
+    Las,
+    Dice,
+    Adaptive,
+}
+
+impl PolicyKind {
+    pub const ALL: [PolicyKind; 7] = [
+        PolicyKind::None,
+        PolicyKind::Kill,
+        PolicyKind::Immediate,
+        PolicyKind::Graceful,
+        PolicyKind::Las,
+        PolicyKind::Dice,
+        PolicyKind::Adaptive,
+    ];
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            PolicyKind::None => "none",
+            PolicyKind::Kill => "kill",
+            PolicyKind::Immediate => "immediate",
+            PolicyKind::Graceful => "graceful",
+            PolicyKind::Las => "las",
+            PolicyKind::Dice => "dice",
+            PolicyKind::Adaptive => "adaptive",
+        }
+    }
+}
+
+impl FromStr for PolicyKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let t = s.trim().to_ascii_lowercase();
+        PolicyKind::ALL
+            .into_iter()
+            .find(|p| p.name() == t)
+            .ok_or_else(|| {
+                let names: Vec<&str> = PolicyKind::ALL.iter().map(|p| p.name()).collect();
+                format!(
+                    "unknown policy {s:?} (expected one of {})",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+impl fmt::Display for PolicyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What Preemptor has done to a container's cgroup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContainerState {
+    /// Running at its full allocation.
+    Running,
+    /// Squeezed to the minimal footprint (immediate, LAS, Dice).
+    Suspended,
+    /// Reduced below its allocation by graceful steps.
+    Shrunk,
+    /// Killed; YARN will report it gone soon.
+    Killed,
+}
+
+/// Dice's node partition: short nodes take no new long containers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Partition {
+    #[default]
+    General,
+    Short,
+}
+
+macro_rules! index_type {
+    ($name:ident) => {
+        #[derive(
+            Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+        )]
+        #[serde(transparent)]
+        pub struct $name(pub u32);
+        impl $name {
+            pub fn get(self) -> usize {
+                self.0 as usize
+            }
+        }
+    };
+}
+
+index_type!(QueueIdx);
+index_type!(AppIdx);
+index_type!(NodeIdx);
+index_type!(ContainerIdx);
+
+/// A queue of the capacity scheduler's tree, with absolute resources worked out against
+/// the cluster's physical capacity.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Queue {
+    /// Full path, e.g. `root.short`.
+    pub path: String,
+    pub parent: Option<QueueIdx>,
+    /// Filled by [`ClusterView::new`].
+    #[serde(default)]
+    pub children: Vec<QueueIdx>,
+    /// Absolute guaranteed resource.
+    pub guaranteed: Resource,
+    /// Absolute maximum resource (maximum-capacity).
+    pub maximum: Resource,
+    /// Effective `disable_preemption` (inherited from ancestors).
+    pub preemption_disabled: bool,
+    /// `preemptor.job-class` of the queue, if set.
+    pub job_class: Option<JobClass>,
+    /// `preemptor.policy` override, if set.
+    pub policy: Option<PolicyKind>,
+    /// Allocated to its running containers (computed by [`ClusterView::new`]).
+    #[serde(default)]
+    pub used: Resource,
+    /// Outstanding resource requests of its applications (computed).
+    #[serde(default)]
+    pub pending: Resource,
+}
+
+impl Queue {
+    pub fn name(&self) -> &str {
+        self.path.rsplit('.').next().unwrap_or(&self.path)
+    }
+
+    pub fn is_leaf(&self) -> bool {
+        self.children.is_empty()
+    }
+}
+
+/// Outstanding containers an application asks for, all of one size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceRequest {
+    pub capability: Resource,
+    pub num_containers: u32,
+}
+
+impl ResourceRequest {
+    pub fn total(&self) -> Resource {
+        Resource {
+            memory_mb: self
+                .capability
+                .memory_mb
+                .saturating_mul(self.num_containers as u64),
+            vcores: self.capability.vcores.saturating_mul(self.num_containers),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct App {
+    pub id: ApplicationId,
+    pub name: String,
+    pub queue: QueueIdx,
+    pub user: String,
+    /// `MAPREDUCE`, `SPARK`, ... as YARN reports `applicationType`.
+    pub application_type: String,
+    pub tags: Vec<String>,
+    pub class: JobClass,
+    pub submitted_ms: Millis,
+    /// Progress in [0, 1] as the AM reports it.
+    pub progress: f64,
+    pub requests: Vec<ResourceRequest>,
+    /// When the oldest outstanding request was made, if any is outstanding.
+    pub pending_since_ms: Option<Millis>,
+    /// Filled by [`ClusterView::new`].
+    #[serde(default)]
+    pub containers: Vec<ContainerIdx>,
+}
+
+impl App {
+    pub fn pending(&self) -> Resource {
+        self.requests
+            .iter()
+            .fold(Resource::ZERO, |acc, r| acc + r.total())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Container {
+    pub id: ContainerId,
+    pub app: AppIdx,
+    pub node: NodeIdx,
+    /// What YARN allocated; Preemptor's resume target.
+    pub allocated: Resource,
+    /// What the cgroup enforces now, in YARN units.
+    pub current: Limits,
+    pub state: ContainerState,
+    pub is_am: bool,
+    /// When the request this container satisfied was made, if known.
+    pub requested_ms: Option<Millis>,
+    pub started_ms: Millis,
+    /// CPU time the container has consumed (Kairos' attained service).
+    pub attained_service_ms: u64,
+    /// The agent saw swap-in or major-fault activity above its threshold.
+    pub swapping: bool,
+}
+
+impl Container {
+    pub fn is_live(&self) -> bool {
+        self.state != ContainerState::Killed
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    pub id: NodeId,
+    /// Physical capacity the NodeManager was configured with.
+    pub capacity: Resource,
+    /// What the RM currently believes the node has (capacity plus reclaimed room).
+    pub advertised: Resource,
+    pub partition: Partition,
+    /// Allocated to its live containers (computed).
+    #[serde(default)]
+    pub used: Resource,
+    /// Filled by [`ClusterView::new`].
+    #[serde(default)]
+    pub containers: Vec<ContainerIdx>,
+}
+
+/// An inconsistency found while assembling a view.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ViewError {
+    #[error("cluster view has no queues (expected at least root)")]
+    NoQueues,
+    #[error("queue {path} refers to parent index {parent}, which is not an earlier queue")]
+    BadQueueParent { path: String, parent: u32 },
+    #[error("application {app} refers to queue index {queue}, which does not exist")]
+    BadAppQueue { app: ApplicationId, queue: u32 },
+    #[error("container {container} refers to {what} index {index}, which does not exist")]
+    BadContainerRef {
+        container: ContainerId,
+        what: &'static str,
+        index: u32,
+    },
+    #[error("duplicate {what} {id}")]
+    Duplicate { what: &'static str, id: String },
+}
+
+/// A consistent snapshot of the cluster. Queues are in pre-order: the root first and
+/// every parent before its children. Only [`ClusterView::new`] builds one, so the derived
+/// fields always agree with the entities.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ClusterView {
+    pub queues: Vec<Queue>,
+    pub apps: Vec<App>,
+    pub nodes: Vec<Node>,
+    pub containers: Vec<Container>,
+    /// Sum of the nodes' physical capacity.
+    pub capacity: Resource,
+    #[serde(skip)]
+    container_index: HashMap<ContainerId, ContainerIdx>,
+}
+
+impl ClusterView {
+    /// Validates cross-references and derives children lists, per-node and per-app
+    /// container lists, and queue/node usage. Aggregates are recomputed from scratch, so
+    /// callers need not fill them.
+    pub fn new(
+        mut queues: Vec<Queue>,
+        mut apps: Vec<App>,
+        mut nodes: Vec<Node>,
+        containers: Vec<Container>,
+    ) -> Result<ClusterView, ViewError> {
+        if queues.is_empty() {
+            return Err(ViewError::NoQueues);
+        }
+        for q in &mut queues {
+            q.children.clear();
+            q.used = Resource::ZERO;
+            q.pending = Resource::ZERO;
+        }
+        for i in 0..queues.len() {
+            if let Some(p) = queues[i].parent {
+                if p.get() >= i {
+                    return Err(ViewError::BadQueueParent {
+                        path: queues[i].path.clone(),
+                        parent: p.0,
+                    });
+                }
+                queues[p.get()].children.push(QueueIdx(i as u32));
+            }
+        }
+        let mut seen_apps = HashMap::with_capacity(apps.len());
+        for (i, a) in apps.iter_mut().enumerate() {
+            if a.queue.get() >= queues.len() {
+                return Err(ViewError::BadAppQueue {
+                    app: a.id,
+                    queue: a.queue.0,
+                });
+            }
+            if seen_apps.insert(a.id, i).is_some() {
+                return Err(ViewError::Duplicate {
+                    what: "application",
+                    id: a.id.to_string(),
+                });
+            }
+            a.containers.clear();
+            let pending = a.pending();
+            queues[a.queue.get()].pending += pending;
+        }
+        for n in &mut nodes {
+            n.containers.clear();
+            n.used = Resource::ZERO;
+        }
+        let mut container_index = HashMap::with_capacity(containers.len());
+        for (i, c) in containers.iter().enumerate() {
+            let idx = ContainerIdx(i as u32);
+            if c.app.get() >= apps.len() {
+                return Err(ViewError::BadContainerRef {
+                    container: c.id,
+                    what: "application",
+                    index: c.app.0,
+                });
+            }
+            if c.node.get() >= nodes.len() {
+                return Err(ViewError::BadContainerRef {
+                    container: c.id,
+                    what: "node",
+                    index: c.node.0,
+                });
+            }
+            if container_index.insert(c.id, idx).is_some() {
+                return Err(ViewError::Duplicate {
+                    what: "container",
+                    id: c.id.to_string(),
+                });
+            }
+            apps[c.app.get()].containers.push(idx);
+            nodes[c.node.get()].containers.push(idx);
+            if c.is_live() {
+                nodes[c.node.get()].used += c.allocated;
+                let q = apps[c.app.get()].queue;
+                queues[q.get()].used += c.allocated;
+            }
+        }
+        // Children come after parents, so a reverse sweep rolls leaves up to the root.
+        for i in (1..queues.len()).rev() {
+            if let Some(p) = queues[i].parent {
+                let (used, pending) = (queues[i].used, queues[i].pending);
+                queues[p.get()].used += used;
+                queues[p.get()].pending += pending;
+            }
+        }
+        let capacity = Resource::sum(nodes.iter().map(|n| &n.capacity));
+        Ok(ClusterView {
+            queues,
+            apps,
+            nodes,
+            containers,
+            capacity,
+            container_index,
+        })
+    }
+
+    pub fn queue(&self, i: QueueIdx) -> &Queue {
+        &self.queues[i.get()]
+    }
+
+    pub fn app(&self, i: AppIdx) -> &App {
+        &self.apps[i.get()]
+    }
+
+    pub fn node(&self, i: NodeIdx) -> &Node {
+        &self.nodes[i.get()]
+    }
+
+    pub fn container(&self, i: ContainerIdx) -> &Container {
+        &self.containers[i.get()]
+    }
+
+    pub fn container_by_id(&self, id: &ContainerId) -> Option<ContainerIdx> {
+        self.container_index.get(id).copied()
+    }
+
+    pub fn queue_by_path(&self, path: &str) -> Option<QueueIdx> {
+        self.queues
+            .iter()
+            .position(|q| q.path == path)
+            .map(|i| QueueIdx(i as u32))
+    }
+
+    pub fn leaf_queues(&self) -> impl Iterator<Item = (QueueIdx, &Queue)> {
+        self.queues
+            .iter()
+            .enumerate()
+            .filter(|(_, q)| q.is_leaf())
+            .map(|(i, q)| (QueueIdx(i as u32), q))
+    }
+
+    /// The queue an application runs in.
+    pub fn queue_of(&self, c: &Container) -> &Queue {
+        self.queue(self.app(c.app).queue)
+    }
+}
+
+/// Decide an application's class. First match wins: the queue's job-class, then an
+/// application tag `preemptor.class=short|long`, then the estimated mean task runtime
+/// against the cutoff, otherwise long.
+pub fn classify(
+    queue_class: Option<JobClass>,
+    tags: &[String],
+    estimated_mean_task_secs: Option<f64>,
+    cutoff_secs: f64,
+) -> JobClass {
+    if let Some(c) = queue_class {
+        return c;
+    }
+    for t in tags {
+        if let Some(v) = t.trim().strip_prefix("preemptor.class=")
+            && let Ok(c) = v.parse()
+        {
+            return c;
+        }
+    }
+    match estimated_mean_task_secs {
+        Some(s) if s.is_finite() && s < cutoff_secs => JobClass::Short,
+        _ => JobClass::Long,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue(path: &str, parent: Option<u32>) -> Queue {
+        Queue {
+            path: path.into(),
+            parent: parent.map(QueueIdx),
+            children: vec![],
+            guaranteed: Resource::ZERO,
+            maximum: Resource::ZERO,
+            preemption_disabled: false,
+            job_class: None,
+            policy: None,
+            used: Resource::ZERO,
+            pending: Resource::ZERO,
+        }
+    }
+
+    fn app(id: u32, q: u32, pending: u32) -> App {
+        App {
+            id: ApplicationId::new(1, id),
+            name: format!("app{id}"),
+            queue: QueueIdx(q),
+            user: "u".into(),
+            application_type: "MAPREDUCE".into(),
+            tags: vec![],
+            class: JobClass::Long,
+            submitted_ms: 0,
+            progress: 0.5,
+            requests: vec![ResourceRequest {
+                capability: Resource::new(1024, 1),
+                num_containers: pending,
+            }],
+            pending_since_ms: None,
+            containers: vec![],
+        }
+    }
+
+    fn container(app: u32, n: u64, node: u32, state: ContainerState) -> Container {
+        Container {
+            id: ContainerId::new(
+                ApplicationAttemptId::new(ApplicationId::new(1, app), 1),
+                0,
+                n,
+            ),
+            app: AppIdx(app - 1),
+            node: NodeIdx(node),
+            allocated: Resource::new(2048, 2),
+            current: Limits::from(Resource::new(2048, 2)),
+            state,
+            is_am: n == 1,
+            requested_ms: None,
+            started_ms: 0,
+            attained_service_ms: 0,
+            swapping: false,
+        }
+    }
+
+    fn node(name: &str) -> Node {
+        Node {
+            id: NodeId::new(name),
+            capacity: Resource::new(8192, 8),
+            advertised: Resource::new(8192, 8),
+            partition: Partition::General,
+            used: Resource::ZERO,
+            containers: vec![],
+        }
+    }
+
+    #[test]
+    fn view_rolls_usage_and_demand_up_the_tree() {
+        let queues = vec![
+            queue("root", None),
+            queue("root.a", Some(0)),
+            queue("root.b", Some(0)),
+        ];
+        let apps = vec![app(1, 1, 2), app(2, 2, 0)];
+        let containers = vec![
+            container(1, 1, 0, ContainerState::Running),
+            container(1, 2, 1, ContainerState::Suspended),
+            container(2, 1, 1, ContainerState::Killed),
+        ];
+        let v = ClusterView::new(
+            queues,
+            apps,
+            vec![node("n1:8041"), node("n2:8041")],
+            containers,
+        )
+        .unwrap();
+        assert_eq!(v.queues[0].children, vec![QueueIdx(1), QueueIdx(2)]);
+        assert_eq!(v.queues[1].used, Resource::new(4096, 4));
+        assert_eq!(v.queues[1].pending, Resource::new(2048, 2));
+        assert_eq!(v.queues[2].used, Resource::ZERO);
+        assert_eq!(v.queues[0].used, Resource::new(4096, 4));
+        assert_eq!(v.queues[0].pending, Resource::new(2048, 2));
+        assert_eq!(v.nodes[1].used, Resource::new(2048, 2));
+        assert_eq!(v.nodes[1].containers.len(), 2);
+        assert_eq!(v.capacity, Resource::new(16384, 16));
+        assert_eq!(v.apps[0].containers, vec![ContainerIdx(0), ContainerIdx(1)]);
+        let id = v.containers[1].id;
+        assert_eq!(v.container_by_id(&id), Some(ContainerIdx(1)));
+        assert_eq!(v.queue_by_path("root.b"), Some(QueueIdx(2)));
+        assert_eq!(v.queues[1].name(), "a");
+    }
+
+    #[test]
+    fn view_rejects_dangling_references() {
+        let bad_parent = vec![queue("root", Some(0))];
+        assert!(matches!(
+            ClusterView::new(bad_parent, vec![], vec![], vec![]),
+            Err(ViewError::BadQueueParent { .. })
+        ));
+        assert_eq!(
+            ClusterView::new(vec![], vec![], vec![], vec![]),
+            Err(ViewError::NoQueues)
+        );
+        let r = ClusterView::new(
+            vec![queue("root", None)],
+            vec![app(1, 0, 0)],
+            vec![],
+            vec![container(1, 1, 3, ContainerState::Running)],
+        );
+        assert!(matches!(
+            r,
+            Err(ViewError::BadContainerRef { what: "node", .. })
+        ));
+        let r = ClusterView::new(
+            vec![queue("root", None)],
+            vec![app(1, 0, 0), app(1, 0, 0)],
+            vec![],
+            vec![],
+        );
+        assert!(matches!(r, Err(ViewError::Duplicate { .. })));
+    }
+
+    #[test]
+    fn classification_order() {
+        let tags = vec!["x".to_string(), "preemptor.class=short".to_string()];
+        assert_eq!(
+            classify(Some(JobClass::Long), &tags, None, 90.0),
+            JobClass::Long
+        );
+        assert_eq!(classify(None, &tags, Some(1000.0), 90.0), JobClass::Short);
+        assert_eq!(classify(None, &[], Some(10.0), 90.0), JobClass::Short);
+        assert_eq!(classify(None, &[], Some(100.0), 90.0), JobClass::Long);
+        assert_eq!(classify(None, &[], Some(f64::NAN), 90.0), JobClass::Long);
+        assert_eq!(classify(None, &[], None, 90.0), JobClass::Long);
+    }
+
+    #[test]
+    fn policy_names_parse() {
+        for p in PolicyKind::ALL {
+            assert_eq!(p.name().parse::<PolicyKind>().unwrap(), p);
+        }
+        let e = "gracefull".parse::<PolicyKind>().unwrap_err();
+        assert!(e.contains("graceful"), "{e}");
+    }
+}

@@ -1,0 +1,2 @@
+//! The controller: observe YARN, decide with a policy, act through the agents.
+pub mod cli;

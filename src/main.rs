@@ -1,0 +1,115 @@
+//! `preemptor`: the command line. Parses arguments, sets up logging, and hands over to the
+//! library; nothing else lives here.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Parser)]
+#[command(
+    name = "preemptor",
+    version,
+    about = "Suspend-or-shrink preemption for Hadoop YARN clusters running Docker containers",
+    long_about = "Preemptor lets short, latency-sensitive YARN jobs take resources from long \
+batch jobs without killing them: it suspends or shrinks the long jobs' Docker containers \
+through their CPU and memory cgroups and gives the resources back later. It runs beside an \
+unmodified YARN 3.x and talks only to the RM/NM REST APIs and the Docker Engine API.\n\n\
+Configuration lives in a Hadoop conf directory (default ./hadoop-conf): \
+capacity-scheduler.xml for queues and preemptor-site.xml for Preemptor's settings.",
+    after_help = "Start with `preemptor demo` to see it work on one machine, and \
+`preemptor check-config` to validate a configuration directory."
+)]
+struct Cli {
+    /// Log output format.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormatArg::Text, env = "PREEMPTOR_LOG_FORMAT")]
+    log_format: LogFormatArg,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormatArg {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate capacity-scheduler.xml and preemptor-site.xml and print the queue tree.
+    CheckConfig(preemptor::config::cli::CheckConfigArgs),
+    /// Run the node agent on a NodeManager host (suspends, shrinks, resumes containers).
+    Agent(preemptor::agent::cli::AgentArgs),
+    /// Run the controller beside the ResourceManager (observe, decide, act).
+    Controller(preemptor::controller::cli::ControllerArgs),
+    /// Run an emulated YARN (RM + NodeManagers) whose containers are real Docker containers.
+    Emulate(preemptor::emulator::cli::EmulateArgs),
+    /// Run emulator, agent and controller on this machine and compare policies.
+    Demo(preemptor::controller::cli::DemoArgs),
+    /// Simulate policies and schedulers on a job trace at datacenter scale.
+    Sim(preemptor::sim::cli::SimArgs),
+    /// Follow a controller's preemption log.
+    Logs(preemptor::controller::cli::LogsArgs),
+}
+
+fn init_tracing(format: LogFormatArg) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormatArg::Text => builder.init(),
+        LogFormatArg::Json => builder.json().init(),
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.log_format);
+    match run(cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::CheckConfig(args) => Ok(preemptor::config::cli::run(&args)),
+        Command::Agent(args) => {
+            runtime()?.block_on(preemptor::agent::cli::run(args))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Controller(args) => {
+            runtime()?.block_on(preemptor::controller::cli::run(args))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Emulate(args) => {
+            runtime()?.block_on(preemptor::emulator::cli::run(args))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Demo(args) => {
+            runtime()?.block_on(preemptor::controller::cli::demo(args))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Sim(args) => {
+            preemptor::sim::cli::run(args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Logs(args) => {
+            runtime()?.block_on(preemptor::controller::cli::logs(args))?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Pure preemption policies shared by the controller and the simulator.

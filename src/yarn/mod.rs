@@ -1,0 +1,1 @@
+//! ResourceManager and NodeManager REST: DTOs shared by the client and the emulator.
