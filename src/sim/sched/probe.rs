@@ -1,0 +1,612 @@
+//! Probe-based schedulers: Sparrow, Hawk and Eagle (thesis ch. 2-3).
+//!
+//! Every node keeps a queue of probes (reservations). A probe at the head of a node with
+//! a free slot asks its job's scheduler for a task (late binding, one round trip); the
+//! scheduler answers with the job's next task or nothing.
+//! - Sparrow: `ratio x tasks` probes per job to random nodes, FIFO queues.
+//! - Hawk: a short partition that takes no long tasks; long jobs placed centrally by
+//!   least work left (LWL) on the general partition; short jobs probe the whole cluster;
+//!   a node that runs out of work steals the short probes queued behind a long one on
+//!   random general nodes.
+//! - Eagle: Hawk's partitions and LWL, plus succinct state sharing (a node with long work
+//!   rejects short probes and answers with the bitvector of nodes holding long work that
+//!   came with its last long task; rejected probes go to nodes free of long work in the
+//!   freshest bitvector, then to the short partition), sticky batch probing (a probe stays
+//!   until its job has no task left), and SRPT among short probes with a bypass cap.
+//!
+//! Long work is known to the central scheduler the moment it assigns it, and to a node
+//! once the probe arrives; the two views are kept apart, as in the papers.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::rc::Rc;
+
+use rand::RngExt;
+
+use crate::cluster::JobClass;
+use crate::resources::Resource;
+use crate::sim::engine::{Core, NONE, Released, Scheduler, TaskRef};
+use crate::sim::workload::Time;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Variant {
+    Sparrow,
+    Hawk,
+    Eagle,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct ProbeConfig {
+    pub variant: Variant,
+    /// Nodes `0..short_nodes` form the short partition.
+    pub short_nodes: u32,
+    pub probe_ratio: u32,
+    pub min_probes: u32,
+    pub steal_attempts: u32,
+    pub steal_limit: u32,
+    /// Eagle's SRPT bypass cap, in multiples of the bypassed probe's task estimate.
+    pub bypass_cap: f64,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Msg {
+    /// A probe of `job` reaches `node`; `round` counts Eagle's placements (1..=3).
+    Probe { node: u32, job: u32, round: u8 },
+    /// `node` rejected a short probe of `job`; the answer reaches the job's scheduler.
+    Rejected { node: u32, job: u32, round: u8 },
+    /// `node` asks `job`'s scheduler for a task, holding `reserved` for it.
+    GetTask {
+        node: u32,
+        job: u32,
+        reserved: Resource,
+    },
+    /// The scheduler's answer reaches `node`.
+    Reply {
+        node: u32,
+        job: u32,
+        reserved: Resource,
+        task: Option<TaskRef>,
+    },
+    /// `count` probes stolen by `node` arrive (the oldest `count` in flight).
+    Stolen { node: u32, count: u32 },
+}
+
+/// A reservation in a node's queue.
+#[derive(Clone, Copy, Debug)]
+struct Probe {
+    job: u32,
+    long: bool,
+    /// Eagle: estimated work that has bypassed this probe (SRPT starvation guard).
+    bypassed: Time,
+    /// Eagle: this probe already ran a task (sticky).
+    sticky: bool,
+}
+
+/// The central scheduler's "has long work" bitvector at some instant (Eagle SSS).
+struct Snapshot {
+    bits: Box<[u64]>,
+    at: Time,
+}
+
+pub(crate) struct ProbeSched {
+    cfg: ProbeConfig,
+    n: u32,
+    /// Nodes `0..short_now` are the short partition right now (Dice grows it).
+    pub short_now: u32,
+    pub free: Vec<Resource>,
+    queue: Vec<VecDeque<Probe>>,
+    /// Node-local view: long tasks running and long probes queued.
+    long_running: Vec<u32>,
+    long_queued: Vec<u32>,
+    /// Central view (LWL): long tasks assigned to each node and not finished, estimated
+    /// end of the one running, estimates of those still queued, and its bitvector.
+    assigned_long: Vec<u32>,
+    long_end: Vec<Time>,
+    long_backlog: Vec<Time>,
+    long_bits: Vec<u64>,
+    /// Snapshot each node got with its last long probe; snapshot each long job carries;
+    /// freshest snapshot each short job's scheduler has seen.
+    node_snap: Vec<Option<Rc<Snapshot>>>,
+    job_snap: Vec<Option<Rc<Snapshot>>>,
+    /// Stolen probes in flight, in the order they were sent (all take one delay).
+    stolen: VecDeque<Probe>,
+    heap: Vec<Reverse<(Time, u32)>>,
+    c: Counters,
+}
+
+#[derive(Default)]
+struct Counters {
+    probes: u64,
+    rejected: u64,
+    replaced: u64,
+    fallbacks: u64,
+    noop_replies: u64,
+    behind_long: u64,
+    steal_attempts: u64,
+    steals: u64,
+    stolen: u64,
+    sticky_runs: u64,
+}
+
+impl ProbeSched {
+    pub fn new(core: &Core<'_, Msg>, cfg: ProbeConfig) -> ProbeSched {
+        let n = core.nodes.len() as u32;
+        let nn = n as usize;
+        ProbeSched {
+            free: core.nodes.iter().map(|x| x.capacity).collect(),
+            queue: (0..n).map(|_| VecDeque::new()).collect(),
+            long_running: vec![0; nn],
+            long_queued: vec![0; nn],
+            assigned_long: vec![0; nn],
+            long_end: vec![0; nn],
+            long_backlog: vec![0; nn],
+            long_bits: vec![0; nn.div_ceil(64)],
+            node_snap: vec![None; nn],
+            job_snap: vec![None; core.wl.jobs.len()],
+            stolen: VecDeque::new(),
+            heap: Vec::new(),
+            c: Counters::default(),
+            short_now: cfg.short_nodes.min(n),
+            n,
+            cfg,
+        }
+    }
+
+    fn is_long(core: &Core<'_, Msg>, job: u32) -> bool {
+        core.wl.jobs[job as usize].class == JobClass::Long
+    }
+
+    /// The node holds long work (running, suspended or queued), as it knows itself.
+    pub fn node_has_long(&self, node: u32) -> bool {
+        self.long_running[node as usize] + self.long_queued[node as usize] > 0
+    }
+
+    fn set_bit(&mut self, node: u32, on: bool) {
+        let (w, b) = ((node / 64) as usize, node % 64);
+        if on {
+            self.long_bits[w] |= 1 << b;
+        } else {
+            self.long_bits[w] &= !(1 << b);
+        }
+    }
+
+    fn random_node(core: &mut Core<'_, Msg>, from: u32, to: u32) -> u32 {
+        if to <= from + 1 {
+            return from;
+        }
+        core.rng.random_range(from..to)
+    }
+
+    // ---- placement ----
+
+    fn place_short(&mut self, core: &mut Core<'_, Msg>, job: u32) {
+        let tasks = core.wl.jobs[job as usize].num_tasks;
+        let probes = tasks
+            .saturating_mul(self.cfg.probe_ratio)
+            .max(self.cfg.min_probes);
+        for _ in 0..probes {
+            let node = Self::random_node(core, 0, self.n);
+            self.c.probes += 1;
+            core.send(Msg::Probe {
+                node,
+                job,
+                round: 1,
+            });
+        }
+    }
+
+    /// Least work left: each task goes to the general node expected to free up first.
+    fn place_long_lwl(&mut self, core: &mut Core<'_, Msg>, job: u32) {
+        let spec = core.wl.jobs[job as usize];
+        let now = core.now;
+        let mut heap = std::mem::take(&mut self.heap);
+        heap.clear();
+        for node in self.short_now..self.n {
+            let key = self.long_end[node as usize].max(now) + self.long_backlog[node as usize];
+            heap.push(Reverse((key, node)));
+        }
+        let mut heap = BinaryHeap::from(heap);
+        for _ in 0..spec.num_tasks {
+            let Some(Reverse((key, node))) = heap.pop() else {
+                break;
+            };
+            self.long_backlog[node as usize] += spec.estimate;
+            self.assigned_long[node as usize] += 1;
+            self.set_bit(node, true);
+            self.c.probes += 1;
+            core.send(Msg::Probe {
+                node,
+                job,
+                round: 1,
+            });
+            heap.push(Reverse((key + spec.estimate, node)));
+        }
+        self.heap = heap.into_vec();
+        if self.cfg.variant == Variant::Eagle {
+            self.job_snap[job as usize] = Some(Rc::new(Snapshot {
+                bits: self.long_bits.clone().into_boxed_slice(),
+                at: now,
+            }));
+        }
+    }
+
+    fn place_long_random(&mut self, core: &mut Core<'_, Msg>, job: u32) {
+        let tasks = core.wl.jobs[job as usize].num_tasks;
+        for _ in 0..tasks.saturating_mul(self.cfg.probe_ratio) {
+            let node = Self::random_node(core, 0, self.n);
+            self.c.probes += 1;
+            core.send(Msg::Probe {
+                node,
+                job,
+                round: 1,
+            });
+        }
+    }
+
+    /// Eagle: the scheduler of `job` re-places a probe `node` rejected.
+    fn replace(&mut self, core: &mut Core<'_, Msg>, node: u32, job: u32, round: u8) {
+        // Keep the freshest bitvector seen among the rejections.
+        if let Some(s) = &self.node_snap[node as usize] {
+            let fresher = self.job_snap[job as usize]
+                .as_ref()
+                .is_none_or(|mine| s.at > mine.at);
+            if fresher {
+                self.job_snap[job as usize] = Some(Rc::clone(s));
+            }
+        }
+        let target = if round == 1 {
+            self.c.replaced += 1;
+            match &self.job_snap[job as usize] {
+                Some(s) => {
+                    let r: u32 = core.rng.random();
+                    random_zero(&s.bits, self.n, r)
+                        .unwrap_or_else(|| Self::random_node(core, 0, self.short_now))
+                }
+                None => Self::random_node(core, 0, self.n),
+            }
+        } else {
+            self.c.fallbacks += 1;
+            Self::random_node(core, 0, self.short_now)
+        };
+        core.send(Msg::Probe {
+            node: target,
+            job,
+            round: round + 1,
+        });
+    }
+
+    // ---- nodes ----
+
+    fn probe_arrives(&mut self, core: &mut Core<'_, Msg>, node: u32, job: u32, round: u8) {
+        let long = Self::is_long(core, job);
+        let n = node as usize;
+        if long {
+            self.long_queued[n] += 1;
+            if self.cfg.variant == Variant::Eagle {
+                self.node_snap[n] = self.job_snap[job as usize].clone();
+            }
+        } else {
+            if self.cfg.variant == Variant::Eagle && round < 3 && self.node_has_long(node) {
+                self.c.rejected += 1;
+                core.send(Msg::Rejected { node, job, round });
+                return;
+            }
+            if self.node_has_long(node) {
+                self.c.behind_long += 1;
+            }
+        }
+        self.queue[n].push_back(Probe {
+            job,
+            long,
+            bypassed: 0,
+            sticky: false,
+        });
+        self.serve(core, node);
+    }
+
+    /// Start asking for tasks while the node has room and probes.
+    fn serve(&mut self, core: &mut Core<'_, Msg>, node: u32) {
+        let n = node as usize;
+        while let Some(pos) = self.pick(core, node) {
+            let p = self.queue[n][pos];
+            // Sparrow and Hawk nodes do not know whether the job has tasks left and ask
+            // anyway; Eagle's schedulers keep their nodes informed.
+            let spec = core.wl.jobs[p.job as usize];
+            let shape = core
+                .peek_shape(p.job)
+                .unwrap_or_else(|| core.wl.shape(spec.first_task as usize));
+            if !shape.fits_in(&self.free[n]) {
+                return;
+            }
+            self.free[n] -= shape;
+            if self.cfg.variant == Variant::Eagle && !p.long {
+                if p.sticky {
+                    self.c.sticky_runs += 1;
+                }
+                self.queue[n][pos].sticky = true;
+                for q in self.queue[n].range_mut(..pos) {
+                    q.bypassed += spec.estimate;
+                }
+            } else {
+                self.drop_probe(node, pos);
+            }
+            if p.long {
+                self.long_running[n] += 1;
+                if self.assigned_long[n] > 0 {
+                    // Central view: the long task leaves the backlog and starts.
+                    self.long_backlog[n] = self.long_backlog[n].saturating_sub(spec.estimate);
+                    self.long_end[n] = core.now + 2 * core.net() + spec.estimate;
+                }
+            }
+            core.send(Msg::GetTask {
+                node,
+                job: p.job,
+                reserved: shape,
+            });
+        }
+    }
+
+    fn drop_probe(&mut self, node: u32, pos: usize) {
+        if let Some(p) = self.queue[node as usize].remove(pos)
+            && p.long
+        {
+            self.long_queued[node as usize] -= 1;
+        }
+    }
+
+    /// The probe to serve next: the head (FIFO), or Eagle's SRPT choice.
+    fn pick(&mut self, core: &Core<'_, Msg>, node: u32) -> Option<usize> {
+        if self.cfg.variant != Variant::Eagle {
+            return (!self.queue[node as usize].is_empty()).then_some(0);
+        }
+        // Eagle nodes know which jobs are done: their probes go.
+        self.queue[node as usize].retain(|p| p.long || core.pending(p.job) > 0);
+        let q = &self.queue[node as usize];
+        if q.is_empty() {
+            return None;
+        }
+        // Algorithm 1 (SBP + SRPT): among the short probes before the first long one,
+        // the job with the least estimated work left that may bypass every probe in
+        // front of it; otherwise the head.
+        let mut best: Option<(Time, usize)> = None;
+        let mut slack = f64::INFINITY;
+        for (i, p) in q.iter().enumerate() {
+            if p.long {
+                break;
+            }
+            let spec = &core.wl.jobs[p.job as usize];
+            let pending = core.pending(p.job);
+            let left = spec.estimate.saturating_mul(pending as u64);
+            if best.is_none_or(|(b, _)| left < b) && (spec.estimate as f64) <= slack {
+                best = Some((left, i));
+            }
+            slack = slack.min(self.cfg.bypass_cap * spec.estimate as f64 - p.bypassed as f64);
+        }
+        Some(best.map_or(0, |(_, i)| i))
+    }
+
+    /// Hawk: a node with nothing to do contacts random general nodes and steals the
+    /// short probes queued right behind a long one.
+    fn steal(&mut self, core: &mut Core<'_, Msg>, thief: u32) {
+        for _ in 0..self.cfg.steal_attempts {
+            self.c.steal_attempts += 1;
+            let victim = Self::random_node(core, self.short_now, self.n);
+            if victim == thief {
+                continue;
+            }
+            let q = &mut self.queue[victim as usize];
+            // Skip the short probes at the head unless a long task runs there, then the
+            // long ones; take the run of short probes after them.
+            let mut i = 0;
+            if self.long_running[victim as usize] == 0 {
+                while i < q.len() && !q[i].long {
+                    i += 1;
+                }
+            }
+            while i < q.len() && q[i].long {
+                i += 1;
+            }
+            let mut end = i;
+            while end < q.len() && !q[end].long && end - i < self.cfg.steal_limit as usize {
+                end += 1;
+            }
+            if end > i {
+                self.stolen.extend(q.drain(i..end));
+                let count = end - i;
+                self.c.steals += 1;
+                self.c.stolen += count as u64;
+                core.send(Msg::Stolen {
+                    node: thief,
+                    count: count as u32,
+                });
+                return;
+            }
+        }
+    }
+
+    fn reply(
+        &mut self,
+        core: &mut Core<'_, Msg>,
+        node: u32,
+        job: u32,
+        reserved: Resource,
+        task: Option<TaskRef>,
+    ) {
+        let n = node as usize;
+        match task {
+            Some(t) => {
+                let shape = core.wl.shape(t.task as usize);
+                if shape != reserved {
+                    self.free[n] += reserved;
+                    if !shape.fits_in(&self.free[n]) {
+                        core.untake(job, t);
+                        if Self::is_long(core, job) {
+                            self.long_running[n] -= 1;
+                        }
+                        self.after_free(core, node);
+                        return;
+                    }
+                    self.free[n] -= shape;
+                }
+                core.launch(job, t, node);
+            }
+            None => {
+                self.c.noop_replies += 1;
+                self.free[n] += reserved;
+                if Self::is_long(core, job) {
+                    self.long_running[n] -= 1;
+                }
+                self.after_free(core, node);
+            }
+        }
+    }
+
+    /// A slot came free: serve the queue, or steal (Hawk) when there is nothing to serve.
+    fn after_free(&mut self, core: &mut Core<'_, Msg>, node: u32) {
+        self.serve(core, node);
+        let idle = self.queue[node as usize].is_empty();
+        if idle && self.cfg.variant == Variant::Hawk && self.cfg.steal_attempts > 0 {
+            self.steal(core, node);
+        }
+    }
+}
+
+/// A uniformly random node whose bit is clear among the first `n`, chosen by `r`.
+fn random_zero(bits: &[u64], n: u32, r: u32) -> Option<u32> {
+    let word_zeros = |i: usize, w: u64| {
+        let valid = if (i + 1) * 64 <= n as usize {
+            u64::MAX
+        } else {
+            (1u64 << (n as usize - i * 64)) - 1
+        };
+        (!w & valid, (!w & valid).count_ones())
+    };
+    let total: u32 = bits
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| word_zeros(i, w).1)
+        .sum();
+    if total == 0 {
+        return None;
+    }
+    let mut k = r % total;
+    for (i, &w) in bits.iter().enumerate() {
+        let (mut zeros, count) = word_zeros(i, w);
+        if k < count {
+            for _ in 0..k {
+                zeros &= zeros - 1;
+            }
+            return Some(i as u32 * 64 + zeros.trailing_zeros());
+        }
+        k -= count;
+    }
+    None
+}
+
+impl Scheduler for ProbeSched {
+    type Msg = Msg;
+
+    fn job_arrived(&mut self, core: &mut Core<'_, Msg>, job: u32) {
+        if Self::is_long(core, job) {
+            match self.cfg.variant {
+                Variant::Sparrow => self.place_long_random(core, job),
+                Variant::Hawk | Variant::Eagle => self.place_long_lwl(core, job),
+            }
+        } else {
+            self.place_short(core, job);
+        }
+    }
+
+    fn message(&mut self, core: &mut Core<'_, Msg>, msg: Msg) {
+        match msg {
+            Msg::Probe { node, job, round } => self.probe_arrives(core, node, job, round),
+            Msg::Rejected { node, job, round } => self.replace(core, node, job, round),
+            Msg::GetTask {
+                node,
+                job,
+                reserved,
+            } => {
+                let task = core.take_task(job);
+                core.send(Msg::Reply {
+                    node,
+                    job,
+                    reserved,
+                    task,
+                });
+            }
+            Msg::Reply {
+                node,
+                job,
+                reserved,
+                task,
+            } => self.reply(core, node, job, reserved, task),
+            Msg::Stolen { node, count } => {
+                let q = &mut self.queue[node as usize];
+                q.extend(self.stolen.drain(..count as usize));
+                self.serve(core, node);
+            }
+        }
+    }
+
+    fn released(&mut self, core: &mut Core<'_, Msg>, r: Released) {
+        let n = r.node as usize;
+        self.free[n] += r.shape;
+        if Self::is_long(core, r.job) {
+            self.long_running[n] -= 1;
+            self.assigned_long[n] = self.assigned_long[n].saturating_sub(1);
+            if self.assigned_long[n] == 0 {
+                self.set_bit(r.node, false);
+                self.long_end[n] = core.now;
+            }
+        }
+        if core.jobs[r.job as usize].finish != NONE {
+            self.job_snap[r.job as usize] = None;
+        }
+        self.after_free(core, r.node);
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let c = &self.c;
+        let mut v = vec![("probes", c.probes), ("no-task replies", c.noop_replies)];
+        match self.cfg.variant {
+            Variant::Sparrow => {}
+            Variant::Hawk => v.extend([
+                ("short probes behind long", c.behind_long),
+                ("steal attempts", c.steal_attempts),
+                ("successful steals", c.steals),
+                ("stolen probes", c.stolen),
+            ]),
+            Variant::Eagle => v.extend([
+                ("rejected probes", c.rejected),
+                ("re-placed probes", c.replaced),
+                ("short-partition fallbacks", c.fallbacks),
+                ("sticky runs", c.sticky_runs),
+            ]),
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_zero_picks_only_clear_bits_uniformly() {
+        // 70 nodes; bits set on all but 3, 64 and 69.
+        let mut bits = vec![u64::MAX, 0];
+        bits[0] &= !(1 << 3);
+        bits[1] = (1u64 << 6) - 1;
+        bits[1] &= !(1 << 0);
+        bits[1] &= !(1 << 5);
+        let mut seen = std::collections::BTreeMap::new();
+        for r in 0..300u32 {
+            *seen.entry(random_zero(&bits, 70, r).unwrap()).or_insert(0) += 1;
+        }
+        assert_eq!(seen.keys().copied().collect::<Vec<_>>(), vec![3, 64, 69]);
+        assert!(seen.values().all(|&c| c == 100));
+        assert_eq!(random_zero(&[u64::MAX], 64, 5), None);
+        // Bits past `n` do not count as clear.
+        assert_eq!(random_zero(&[0b0111], 3, 0), None);
+    }
+}
