@@ -4,16 +4,17 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 use bollard::Docker;
 use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{
-    CreateContainerOptions, LogsOptions, StatsOptions, StopContainerOptions, WaitContainerOptions,
+    CreateContainerOptions, LogsOptions, StopContainerOptions, WaitContainerOptions,
 };
 use futures_util::StreamExt;
 
-use crate::common::{ContainerGuard, TestImage, docker_or_skip, unique_name};
+use crate::common::{
+    ContainerGuard, TestImage, docker_or_skip, sample_container, unique_name, wait_for_log_line,
+};
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_preemptor-workload");
 
@@ -133,33 +134,6 @@ async fn logs(docker: &Docker, name: &str) -> String {
     text
 }
 
-/// Follows the logs until a line starts with `prefix`.
-async fn wait_for_line(docker: &Docker, name: &str, prefix: &str) {
-    let opts = LogsOptions {
-        follow: true,
-        stdout: true,
-        tail: "all".into(),
-        ..Default::default()
-    };
-    let mut stream = docker.logs(name, Some(opts));
-    let mut text = String::new();
-    let found = tokio::time::timeout(Duration::from_secs(300), async {
-        while let Some(chunk) = stream.next().await {
-            text.push_str(
-                &chunk
-                    .unwrap_or_else(|e| panic!("logs of {name}: {e}"))
-                    .to_string(),
-            );
-            if text.lines().any(|l| l.starts_with(prefix)) {
-                return true;
-            }
-        }
-        false
-    })
-    .await;
-    assert_eq!(found, Ok(true), "{name} never printed {prefix:?}: {text}");
-}
-
 #[tokio::test]
 async fn every_kernel_runs_in_a_scratch_container() {
     let Some(docker) = docker_or_skip("every_kernel_runs_in_a_scratch_container").await else {
@@ -187,29 +161,6 @@ async fn every_kernel_runs_in_a_scratch_container() {
     }
 }
 
-/// Anonymous memory of a running container: `rss` under cgroup v1, `anon` under v2.
-async fn anonymous_bytes(docker: &Docker, name: &str) -> u64 {
-    let opts = StatsOptions {
-        stream: false,
-        one_shot: false,
-    };
-    let stats = docker
-        .stats(name, Some(opts))
-        .next()
-        .await
-        .unwrap_or_else(|| panic!("no stats for {name}"))
-        .unwrap_or_else(|e| panic!("stats of {name}: {e}"));
-    let by_kind = stats
-        .memory_stats
-        .and_then(|m| m.stats)
-        .unwrap_or_else(|| panic!("no memory stats for {name}"));
-    by_kind
-        .get("rss")
-        .or_else(|| by_kind.get("anon"))
-        .copied()
-        .unwrap_or_else(|| panic!("neither rss nor anon in {by_kind:?}"))
-}
-
 /// What memory reclamation by suspension relies on: the Spark-shaped kernels hold their
 /// working set in anonymous memory while they iterate, so taking it away means swapping it
 /// out; and `docker stop` ends every kernel with YARN's 143.
@@ -232,8 +183,13 @@ async fn iterative_kernels_keep_their_working_set_resident_and_stop_on_sigterm()
         ("pagerank --pages 1000000 --iterations 1000000", 60_000_000),
     ] {
         let container = start(&docker, &image, line).await;
-        wait_for_line(&docker, &container.name, "iteration 2 ").await;
-        let anon = anonymous_bytes(&docker, &container.name).await;
+        wait_for_log_line(&docker, &container.name, "iteration 2 ")
+            .await
+            .unwrap_or_else(|e| panic!("{line}: {e}"));
+        let anon = sample_container(&docker, &container.name)
+            .await
+            .unwrap_or_else(|e| panic!("{line}: {e}"))
+            .anonymous_bytes;
         assert!(
             anon >= working_set,
             "{line}: {anon} bytes resident, want at least {working_set}"
