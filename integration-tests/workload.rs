@@ -72,6 +72,28 @@ fn tpch_answers_equal_duckdb_over_tpchgen_cli_data() {
     assert_eq!(stdout.lines().filter(|l| l.starts_with("ok Q")).count(), 4);
 }
 
+/// The official answers (TPC-H tools' dbgen and qgen, bundled with tpchgen) at scale 1.
+#[test]
+fn tpch_at_scale_1_equals_the_official_answer_set() {
+    use tpchgen::q_and_a::answers_sf1::{Q1_ANSWER, Q6_ANSWER};
+    for (query, answer) in [(1, Q1_ANSWER), (6, Q6_ANSWER)] {
+        let out = run_here(&format!("tpch --query {query} --scale 1 --threads 2"));
+        let ours: Vec<Vec<&str>> = out
+            .lines()
+            .filter_map(|l| l.strip_prefix("row "))
+            .map(|r| r.split('|').collect())
+            .collect();
+        let official: Vec<Vec<&str>> = answer
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .skip(1)
+            .map(|l| l.split('|').map(str::trim).collect())
+            .collect();
+        assert_eq!(ours, official, "Q{query}");
+    }
+}
+
 /// Creates and starts a container running `line`, removed when the guard drops.
 async fn start(docker: &Docker, image: &TestImage, line: &str) -> ContainerGuard {
     let name = unique_name("preemptor-workload");

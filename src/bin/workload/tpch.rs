@@ -314,8 +314,8 @@ pub fn check_scale(scale: f64) -> Result<(), KernelError> {
     let orders = OrderGenerator::SCALE_BASE as f64 * scale;
     if !scale.is_finite() || scale <= 0.0 || scale > MAX_SCALE || orders < 1.0 {
         return Err(KernelError::InvalidArgument(format!(
-            "--scale {scale}: want a scale factor between {} and {MAX_SCALE}",
-            1.0 / OrderGenerator::SCALE_BASE as f64
+            "--scale {scale}: want a scale factor from 1/{} (one order) to {MAX_SCALE}",
+            OrderGenerator::SCALE_BASE
         )));
     }
     Ok(())
