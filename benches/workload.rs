@@ -5,7 +5,7 @@
 //! halfway through the unthrottled run (for the iterative kernels, against their working
 //! set). Run with `cargo bench --bench workload`.
 //!
-//! Times include container start (about 0.1 s) and any contention from other work on the
+//! Times include creating and starting the container (about 0.1 s) and any contention from other work on the
 //! machine; both runs of a pair see the same conditions, so the ratio is what to read.
 
 #[path = "../integration-tests/common/mod.rs"]
@@ -14,13 +14,11 @@ mod common;
 use std::time::Instant;
 
 use bollard::Docker;
-use bollard::models::{ContainerCreateBody, HostConfig};
-use bollard::query_parameters::{CreateContainerOptions, WaitContainerOptions};
+use bollard::models::HostConfig;
+use bollard::query_parameters::WaitContainerOptions;
 use futures_util::StreamExt;
 
-use common::{
-    ContainerGuard, TestImage, docker_or_skip, sample_container, unique_name, wait_for_log_line,
-};
+use common::{TestImage, docker_or_skip, sample_container, start_workload, wait_for_log_line};
 
 /// (kernel, working set it must keep resident while iterating, in bytes; 0 = not iterative)
 /// kmeans: points x 20 doubles; pagerank: about 74 bytes a page (two rank vectors and the
@@ -45,38 +43,18 @@ struct Run {
 }
 
 async fn run(docker: &Docker, image: &TestImage, line: &str, cpus: f64) -> Result<Run, String> {
-    let name = unique_name("preemptor-bench");
-    let _guard = ContainerGuard {
-        docker: docker.clone(),
-        name: name.clone(),
-    };
-    let body = ContainerCreateBody {
-        image: Some(image.tag.clone()),
-        cmd: Some(line.split_whitespace().map(str::to_owned).collect()),
-        host_config: Some(HostConfig {
-            nano_cpus: Some((cpus * 1e9) as i64),
-            memory: Some(4 << 30),
-            ..Default::default()
-        }),
+    let limits = HostConfig {
+        nano_cpus: Some((cpus * 1e9) as i64),
+        memory: Some(4 << 30),
         ..Default::default()
     };
-    let opts = CreateContainerOptions {
-        name: Some(name.clone()),
-        ..Default::default()
-    };
-    docker
-        .create_container(Some(opts), body)
-        .await
-        .map_err(|e| format!("create: {e}"))?;
     let started = Instant::now();
-    docker
-        .start_container(&name, None)
-        .await
-        .map_err(|e| format!("start: {e}"))?;
+    let container = start_workload(docker, image, line, limits).await?;
+    let name = container.name.as_str();
     // Halfway, the data is generated and the iterative kernels are iterating over it.
-    wait_for_log_line(docker, &name, "progress 50%").await?;
-    let sample = sample_container(docker, &name).await?;
-    let mut wait = docker.wait_container(&name, None::<WaitContainerOptions>);
+    wait_for_log_line(docker, name, "progress 50%").await?;
+    let sample = sample_container(docker, name).await?;
+    let mut wait = docker.wait_container(name, None::<WaitContainerOptions>);
     match wait.next().await {
         Some(Ok(r)) if r.status_code == 0 => {}
         other => return Err(format!("{line} did not exit 0: {other:?}")),

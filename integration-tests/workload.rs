@@ -6,14 +6,12 @@ use std::path::Path;
 use std::process::Command;
 
 use bollard::Docker;
-use bollard::models::{ContainerCreateBody, HostConfig};
-use bollard::query_parameters::{
-    CreateContainerOptions, LogsOptions, StopContainerOptions, WaitContainerOptions,
-};
+use bollard::models::HostConfig;
+use bollard::query_parameters::{LogsOptions, StopContainerOptions, WaitContainerOptions};
 use futures_util::StreamExt;
 
 use crate::common::{
-    ContainerGuard, TestImage, docker_or_skip, sample_container, unique_name, wait_for_log_line,
+    ContainerGuard, TestImage, docker_or_skip, sample_container, start_workload, wait_for_log_line,
 };
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_preemptor-workload");
@@ -94,37 +92,15 @@ fn tpch_at_scale_1_equals_the_official_answer_set() {
     }
 }
 
-/// Creates and starts a container running `line`, removed when the guard drops.
+/// Runs `line` in a container with 1 GiB of memory.
 async fn start(docker: &Docker, image: &TestImage, line: &str) -> ContainerGuard {
-    let name = unique_name("preemptor-workload");
-    let guard = ContainerGuard {
-        docker: docker.clone(),
-        name: name.clone(),
-    };
-    let body = ContainerCreateBody {
-        image: Some(image.tag.clone()),
-        cmd: Some(args(line)),
-        host_config: Some(HostConfig {
-            memory: Some(1 << 30),
-            ..Default::default()
-        }),
+    let limits = HostConfig {
+        memory: Some(1 << 30),
         ..Default::default()
     };
-    docker
-        .create_container(
-            Some(CreateContainerOptions {
-                name: Some(name.clone()),
-                ..Default::default()
-            }),
-            body,
-        )
+    start_workload(docker, image, line, limits)
         .await
-        .unwrap_or_else(|e| panic!("creating {name}: {e}"));
-    docker
-        .start_container(&name, None)
-        .await
-        .unwrap_or_else(|e| panic!("starting {name}: {e}"));
-    guard
+        .unwrap_or_else(|e| panic!("{line}: {e}"))
 }
 
 async fn wait_exit(docker: &Docker, name: &str) -> i64 {

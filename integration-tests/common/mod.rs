@@ -197,3 +197,37 @@ pub async fn sample_container(docker: &Docker, name: &str) -> Result<ContainerSa
         throttled_share,
     })
 }
+
+/// Creates and starts a container of `image` running the workload with the words of `line`
+/// as arguments. The guard exists before the container, so it is removed on any failure.
+pub async fn start_workload(
+    docker: &Docker,
+    image: &TestImage,
+    line: &str,
+    host_config: bollard::models::HostConfig,
+) -> Result<ContainerGuard, String> {
+    let name = unique_name("preemptor-workload");
+    let guard = ContainerGuard {
+        docker: docker.clone(),
+        name: name.clone(),
+    };
+    let body = bollard::models::ContainerCreateBody {
+        image: Some(image.tag.clone()),
+        cmd: Some(line.split_whitespace().map(str::to_owned).collect()),
+        host_config: Some(host_config),
+        ..Default::default()
+    };
+    let opts = bollard::query_parameters::CreateContainerOptions {
+        name: Some(name.clone()),
+        ..Default::default()
+    };
+    docker
+        .create_container(Some(opts), body)
+        .await
+        .map_err(|e| format!("creating {name}: {e}"))?;
+    docker
+        .start_container(&name, None)
+        .await
+        .map_err(|e| format!("starting {name}: {e}"))?;
+    Ok(guard)
+}

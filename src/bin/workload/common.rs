@@ -213,6 +213,39 @@ pub fn piece_range(n: u64, pieces: u64, i: u64) -> std::ops::Range<u64> {
     start..end
 }
 
+/// Groups of whole chunks for `items` items: at most `max_groups`, at least one.
+pub fn group_count(items: usize, chunk: usize, max_groups: usize) -> usize {
+    items.div_ceil(chunk).clamp(1, max_groups)
+}
+
+/// The items of group `g` when `items` are cut into `groups` runs of whole chunks. The
+/// groups are fixed by the input's size, never by the thread count, so that reductions
+/// over them always add up in the same order.
+pub fn group_items(items: usize, chunk: usize, groups: usize, g: usize) -> std::ops::Range<usize> {
+    let r = piece_range(items.div_ceil(chunk) as u64, groups as u64, g as u64);
+    (r.start as usize * chunk).min(items)..(r.end as usize * chunk).min(items)
+}
+
+/// Cuts `v`, a run of items of `width` elements each, into the slices of `groups` groups
+/// (see [`group_items`]), each with the index of its first item.
+pub fn split_groups<T>(
+    v: &mut [T],
+    width: usize,
+    chunk: usize,
+    groups: usize,
+) -> Vec<(usize, &mut [T])> {
+    let items = v.len() / width.max(1);
+    let mut out = Vec::with_capacity(groups);
+    let mut rest = v;
+    for g in 0..groups {
+        let r = group_items(items, chunk, groups, g);
+        let (slice, tail) = rest.split_at_mut(r.len() * width);
+        out.push((r.start, slice));
+        rest = tail;
+    }
+    out
+}
+
 /// Runs `job` on every item with `ctx.threads()` workers and returns the results in item
 /// order, so that reductions over them do not depend on the thread count. The first error
 /// stops the other workers at their next item.
@@ -439,6 +472,26 @@ mod tests {
             if n >= min {
                 assert!(pieces >= min.min(n));
             }
+        }
+    }
+
+    #[test]
+    fn groups_are_whole_chunks_covering_every_item() {
+        for (items, chunk, max) in [(10_000, 64, 7), (5, 64, 7), (640, 64, 64), (0, 8, 4)] {
+            let groups = group_count(items, chunk, max);
+            let mut v: Vec<u32> = (0..items as u32 * 2).collect();
+            let mut next = 0;
+            for (g, (first, slice)) in split_groups(&mut v, 2, chunk, groups)
+                .into_iter()
+                .enumerate()
+            {
+                let r = group_items(items, chunk, groups, g);
+                assert_eq!((first, slice.len()), (r.start, r.len() * 2));
+                assert_eq!(r.start, next);
+                assert!(r.start % chunk == 0);
+                next = r.end;
+            }
+            assert_eq!(next, items);
         }
     }
 

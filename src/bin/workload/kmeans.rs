@@ -8,7 +8,10 @@ use std::f64::consts::TAU;
 
 use rand::{Rng, RngExt};
 
-use crate::common::{Checksum, Ctx, KernelError, alloc_vec, par_map, piece_range, rng_for};
+use crate::common::{
+    Checksum, Ctx, KernelError, Progress, alloc_vec, group_count, group_items, par_map, rng_for,
+    split_groups,
+};
 
 /// Points per unit of progress (and per random stream).
 const CHUNK: usize = 4096;
@@ -87,18 +90,8 @@ impl Shape {
         })
     }
 
-    fn chunks(&self) -> usize {
-        self.n.div_ceil(CHUNK)
-    }
-
     fn groups(&self) -> usize {
-        self.chunks().clamp(1, GROUPS)
-    }
-
-    /// The chunks of group `g`.
-    fn group_chunks(&self, g: usize) -> std::ops::Range<usize> {
-        let r = piece_range(self.chunks() as u64, self.groups() as u64, g as u64);
-        r.start as usize..r.end as usize
+        group_count(self.n, CHUNK, GROUPS)
     }
 }
 
@@ -107,25 +100,17 @@ fn generate(
     ctx: &Ctx<'_>,
     s: &Shape,
     seed: u64,
-    progress: &crate::common::Progress<'_, '_>,
+    progress: &Progress<'_, '_>,
 ) -> Result<Vec<f64>, KernelError> {
     let mut rng = rng_for(seed, "kmeans-centres", 0);
     let hidden: Vec<f64> = (0..s.k * s.d)
         .map(|_| rng.random_range(-CENTRE_RANGE..CENTRE_RANGE))
         .collect();
     let mut points: Vec<f64> = alloc_vec("the kmeans points", s.n * s.d)?;
-    let mut slices = Vec::with_capacity(s.groups());
-    let mut rest = points.as_mut_slice();
-    for g in 0..s.groups() {
-        let chunks = s.group_chunks(g);
-        let len = (chunks.end * CHUNK).min(s.n) - chunks.start * CHUNK;
-        let (slice, tail) = rest.split_at_mut(len * s.d);
-        slices.push((chunks.start, slice));
-        rest = tail;
-    }
-    par_map(ctx, slices, |_, (first_chunk, slice)| {
+    let slices = split_groups(&mut points, s.d, CHUNK, s.groups());
+    par_map(ctx, slices, |_, (first, slice)| {
         for (c, chunk) in slice.chunks_mut(CHUNK * s.d).enumerate() {
-            let mut rng = rng_for(seed, "kmeans-points", (first_chunk + c) as u64);
+            let mut rng = rng_for(seed, "kmeans-points", (first / CHUNK + c) as u64);
             for point in chunk.chunks_mut(s.d) {
                 let centre = rng.random_range(0..s.k) * s.d;
                 for (j, x) in point.iter_mut().enumerate() {
@@ -176,7 +161,7 @@ fn nearest(point: &[f64], centres: &[f64], d: usize) -> (usize, f64) {
 
 pub fn kmeans(ctx: &Ctx<'_>, args: &KmeansArgs) -> Result<KmeansResult, KernelError> {
     let s = Shape::check(args)?;
-    let chunks = s.chunks() as u64;
+    let chunks = s.n.div_ceil(CHUNK) as u64;
     let progress = ctx.progress(chunks.saturating_mul(args.iterations.saturating_add(1)));
     let points = generate(ctx, &s, args.seed, &progress)?;
     let mut centres = initial_centres(&points, &s, args.seed);
@@ -189,9 +174,9 @@ pub fn kmeans(ctx: &Ctx<'_>, args: &KmeansArgs) -> Result<KmeansResult, KernelEr
                 counts: vec![0; s.k],
                 cost: 0.0,
             };
-            for chunk in s.group_chunks(g) {
-                let end = ((chunk + 1) * CHUNK).min(s.n);
-                for point in points[chunk * CHUNK * s.d..end * s.d].chunks_exact(s.d) {
+            let items = group_items(s.n, CHUNK, s.groups(), g);
+            for chunk in points[items.start * s.d..items.end * s.d].chunks(CHUNK * s.d) {
+                for point in chunk.chunks_exact(s.d) {
                     let (c, dist) = nearest(point, &centres, s.d);
                     p.cost += dist;
                     p.counts[c] += 1;

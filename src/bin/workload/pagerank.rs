@@ -6,7 +6,8 @@
 use rand::RngExt;
 
 use crate::common::{
-    Checksum, Ctx, KernelError, Progress, alloc_vec, par_map, piece_range, rng_for, with_capacity,
+    Checksum, Ctx, KernelError, Progress, alloc_vec, group_count, par_map, rng_for, split_groups,
+    with_capacity,
 };
 
 const CHUNK: usize = 4096;
@@ -127,23 +128,6 @@ fn invert(links: &Links) -> Result<InLinks, KernelError> {
     Ok(InLinks { offsets, sources })
 }
 
-/// Splits `v` into the fixed groups' slices, each with its first index.
-fn group_slices<T>(v: &mut [T]) -> Vec<(usize, &mut [T])> {
-    let n = v.len();
-    let groups = n.div_ceil(CHUNK).clamp(1, GROUPS);
-    let mut out = Vec::with_capacity(groups);
-    let mut rest = v;
-    for g in 0..groups {
-        let r = piece_range(n.div_ceil(CHUNK) as u64, groups as u64, g as u64);
-        let end = (r.end as usize * CHUNK).min(n);
-        let start = r.start as usize * CHUNK;
-        let (slice, tail) = rest.split_at_mut(end - start);
-        out.push((start, slice));
-        rest = tail;
-    }
-    out
-}
-
 pub fn check(args: &PagerankArgs) -> Result<usize, KernelError> {
     if !(args.damping > 0.0 && args.damping < 1.0) {
         return Err(KernelError::InvalidArgument(format!(
@@ -178,41 +162,51 @@ pub fn pagerank(ctx: &Ctx<'_>, args: &PagerankArgs) -> Result<PagerankResult, Ke
     let mut next: Vec<f64> = alloc_vec("the next page ranks", n)?;
     let mut contrib: Vec<f64> = alloc_vec("the rank contributions", n)?;
     let mut deltas = Vec::new();
+    let groups = group_count(n, CHUNK, GROUPS);
     for iteration in 0..args.iterations {
         let ranks_ref = &ranks;
-        let dangling_parts = par_map(ctx, group_slices(&mut contrib), |_, (start, slice)| {
-            let mut dangling = 0.0;
-            for (i, c) in slice.iter_mut().enumerate() {
-                let (rank, degree) = (ranks_ref[start + i], degrees[start + i]);
-                *c = if degree == 0 {
-                    dangling += rank;
-                    0.0
-                } else {
-                    rank / degree as f64
-                };
-            }
-            Ok(dangling)
-        })?;
+        let dangling_parts = par_map(
+            ctx,
+            split_groups(&mut contrib, 1, CHUNK, groups),
+            |_, (start, slice)| {
+                let mut dangling = 0.0;
+                for (i, c) in slice.iter_mut().enumerate() {
+                    let (rank, degree) = (ranks_ref[start + i], degrees[start + i]);
+                    *c = if degree == 0 {
+                        dangling += rank;
+                        0.0
+                    } else {
+                        rank / degree as f64
+                    };
+                }
+                Ok(dangling)
+            },
+        )?;
         // Dangling pages link everywhere, which keeps the ranks a distribution.
         let base = (1.0 - d) / n as f64 + d * dangling_parts.iter().sum::<f64>() / n as f64;
         let contrib_ref = &contrib;
         let in_ref = &in_links;
-        let delta_parts = par_map(ctx, group_slices(&mut next), |_, (start, slice)| {
-            let mut delta = 0.0;
-            for (c, piece) in slice.chunks_mut(CHUNK).enumerate() {
-                for (i, r) in piece.iter_mut().enumerate() {
-                    let v = start + c * CHUNK + i;
-                    let incoming: f64 = in_ref.sources[in_ref.offsets[v]..in_ref.offsets[v + 1]]
-                        .iter()
-                        .map(|&u| contrib_ref[u as usize])
-                        .sum();
-                    *r = base + d * incoming;
-                    delta += (*r - ranks_ref[v]).abs();
+        let delta_parts = par_map(
+            ctx,
+            split_groups(&mut next, 1, CHUNK, groups),
+            |_, (start, slice)| {
+                let mut delta = 0.0;
+                for (c, piece) in slice.chunks_mut(CHUNK).enumerate() {
+                    for (i, r) in piece.iter_mut().enumerate() {
+                        let v = start + c * CHUNK + i;
+                        let incoming: f64 = in_ref.sources
+                            [in_ref.offsets[v]..in_ref.offsets[v + 1]]
+                            .iter()
+                            .map(|&u| contrib_ref[u as usize])
+                            .sum();
+                        *r = base + d * incoming;
+                        delta += (*r - ranks_ref[v]).abs();
+                    }
+                    progress.advance(1)?;
                 }
-                progress.advance(1)?;
-            }
-            Ok(delta)
-        })?;
+                Ok(delta)
+            },
+        )?;
         let delta: f64 = delta_parts.iter().sum();
         std::mem::swap(&mut ranks, &mut next);
         ctx.line(format_args!(
