@@ -6,3 +6,4 @@
 
 mod common;
 mod docker_smoke;
+mod workload;
