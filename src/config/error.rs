@@ -414,6 +414,29 @@ impl ConfigErrors {
     pub fn is_empty(&self) -> bool {
         self.errors.is_empty()
     }
+
+    /// Orders errors and warnings by file and position (unlocated ones last), the
+    /// order an operator fixes them in.
+    pub fn sort(&mut self) {
+        sort_by_location(&mut self.errors, |e| e.location());
+        sort_by_location(&mut self.warnings, |w| w.location());
+    }
+
+    /// Adds another batch found in the same pass.
+    pub fn extend(&mut self, other: ConfigErrors) {
+        self.errors.extend(other.errors);
+        self.warnings.extend(other.warnings);
+    }
+}
+
+/// Stable sort by location, unlocated items last.
+pub fn sort_by_location<T>(items: &mut [T], location: impl Fn(&T) -> Option<&Location>) {
+    items.sort_by(|a, b| match (location(a), location(b)) {
+        (Some(x), Some(y)) => x.cmp(y),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => std::cmp::Ordering::Equal,
+    });
 }
 
 impl From<ConfigError> for ConfigErrors {

@@ -452,10 +452,12 @@ impl QueueTree {
             tree.warnings = b.warnings;
             Ok(tree)
         } else {
-            Err(ConfigErrors {
+            let mut e = ConfigErrors {
                 errors: b.errors,
                 warnings: b.warnings,
-            })
+            };
+            e.sort();
+            Err(e)
         }
     }
 
