@@ -1180,19 +1180,18 @@ impl Builder<'_> {
             .iter()
             .map(|&c| (&queues[c], queues[c].partition(label)))
             .collect();
-        if parent_caps.invalid
+        // A missing or unreadable capacity was reported already; sums over it would
+        // only repeat that, but the forms of the other siblings can still clash.
+        let incomplete = parent_caps.invalid
             || children
                 .iter()
-                .any(|(_, caps)| caps.is_some_and(|c| c.invalid))
-        {
-            return;
-        }
+                .any(|(_, caps)| caps.is_some_and(|c| c.invalid));
         let owned_label = label.map(str::to_string);
-        let location = parent
-            .children
-            .first()
-            .and_then(|&c| queues[c].partition(label))
-            .and_then(|c| c.capacity_location.clone());
+        let location = parent.children.iter().find_map(|&c| {
+            queues[c]
+                .partition(label)
+                .and_then(|c| c.capacity_location.clone())
+        });
         let mut forms: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for (q, caps) in &children {
             let form = match caps.map(|c| c.capacity) {
@@ -1229,6 +1228,9 @@ impl Builder<'_> {
                 CapacityValue::Absolute(_) => "absolute",
             }
         };
+        if incomplete {
+            return;
+        }
         if !parent.is_root()
             && (children_form == "absolute" || parent_form == "absolute")
             && children_form != parent_form

@@ -317,6 +317,9 @@ fn decode<'a>(name: &Arc<str>, bytes: &'a [u8]) -> Result<&'a str, ConfigError> 
 /// Byte offsets of line starts, to turn positions into line:col.
 struct LineIndex {
     starts: Vec<usize>,
+    /// The line of the last lookup: parsing asks in increasing order, so the answer is
+    /// usually here or just after.
+    hint: std::cell::Cell<usize>,
 }
 
 impl LineIndex {
@@ -328,12 +331,26 @@ impl LineIndex {
                 .filter(|(_, b)| *b == b'\n')
                 .map(|(i, _)| i + 1),
         );
-        LineIndex { starts }
+        LineIndex {
+            starts,
+            hint: std::cell::Cell::new(1),
+        }
     }
 
     fn locate(&self, text: &str, offset: usize) -> (u32, u32) {
         let offset = offset.min(text.len());
-        let line = self.starts.partition_point(|&s| s <= offset).max(1);
+        let h = self.hint.get();
+        let line = if self.starts[h - 1] <= offset && self.starts.get(h).is_none_or(|&s| s > offset)
+        {
+            h
+        } else if self.starts.get(h).is_some_and(|&s| s <= offset)
+            && self.starts.get(h + 1).is_none_or(|&s| s > offset)
+        {
+            h + 1
+        } else {
+            self.starts.partition_point(|&s| s <= offset).max(1)
+        };
+        self.hint.set(line);
         let start = self.starts[line - 1];
         let col = match text.get(start..offset) {
             Some(s) => s.chars().count(),
@@ -445,9 +462,9 @@ impl Frame {
 }
 
 /// What an element is, by namespace and local name.
-enum Elem {
-    Hadoop(String),
-    XInclude(String),
+enum Elem<'a> {
+    Hadoop(&'a str),
+    XInclude(&'a str),
     Other(String),
 }
 
@@ -494,16 +511,17 @@ fn parse_document(
                 });
             }
         };
-        let location = p.loc(pos);
+        let location = || p.loc(pos);
         match event {
             Event::Start(e) => {
+                let location = location();
                 let elem = classify(&e, ns);
                 if stack.is_empty() {
                     if root_seen {
                         return Err(structure(location, "content after the root element"));
                     }
                     match elem {
-                        Elem::Hadoop(n) if n == "configuration" => {
+                        Elem::Hadoop("configuration") => {
                             check_attributes(&e, &[], "configuration", &location)?;
                             root_seen = true;
                             stack.push(Frame::Configuration);
@@ -536,7 +554,7 @@ fn parse_document(
                         Ok(Some(ch)) => ch.to_string(),
                         _ => {
                             return Err(ConfigError::Malformed {
-                                location,
+                                location: location(),
                                 message: format!("invalid character reference &{};", &*r),
                             });
                         }
@@ -546,7 +564,7 @@ fn parse_document(
                         Some(s) => s.to_string(),
                         None => {
                             return Err(ConfigError::UnknownEntity {
-                                location,
+                                location: location(),
                                 entity: r.to_string(),
                             });
                         }
@@ -599,8 +617,8 @@ fn qname(e: &BytesStart<'_>) -> String {
     e.name().as_ref().to_string()
 }
 
-fn classify(e: &BytesStart<'_>, ns: Ns) -> Elem {
-    let local = e.local_name().as_ref().to_string();
+fn classify<'a>(e: &'a BytesStart<'_>, ns: Ns) -> Elem<'a> {
+    let local = e.local_name().into_inner();
     match ns {
         Ns::None => Elem::Hadoop(local),
         Ns::XInclude => Elem::XInclude(local),
@@ -657,20 +675,14 @@ fn start_element(
         return Err(structure(location, "element outside the root"));
     };
     let active = parent.active();
-    let unknown = |parent: &Frame, shown: String| {
-        let property = match parent {
-            Frame::Property(b) => b.name.clone(),
-            _ => None,
-        };
-        ConfigError::UnknownElement {
-            location: location.clone(),
-            element: shown,
-            parent: parent.tag(),
-            property,
-        }
+    let unknown = |parent: &Frame, shown: &str| ConfigError::UnknownElement {
+        location: location.clone(),
+        element: shown.to_string(),
+        parent: parent.tag(),
+        property: None,
     };
     match (parent, elem) {
-        (Frame::Configuration | Frame::Fallback { .. }, Elem::Hadoop(n)) if n == "property" => {
+        (Frame::Configuration | Frame::Fallback { .. }, Elem::Hadoop("property")) => {
             let mut b = PropertyBuilder {
                 name: None,
                 value: None,
@@ -695,7 +707,7 @@ fn start_element(
             }
             Ok(Frame::Property(b))
         }
-        (Frame::Configuration | Frame::Fallback { .. }, Elem::XInclude(n)) if n == "include" => {
+        (Frame::Configuration | Frame::Fallback { .. }, Elem::XInclude("include")) => {
             let attrs = check_attributes(e, &["href", "parse"], "xi:include", &location)?;
             let mut href = None;
             for (k, v) in attrs {
@@ -734,8 +746,8 @@ fn start_element(
                 active,
                 ..
             },
-            Elem::XInclude(n),
-        ) if n == "fallback" => {
+            Elem::XInclude("fallback"),
+        ) => {
             if *fallback_seen {
                 return Err(structure(
                     location,
@@ -749,8 +761,13 @@ fn start_element(
             })
         }
         (Frame::Property(b), Elem::Hadoop(n)) => {
-            let Some(field) = Field::from_name(&n) else {
-                return Err(unknown(&Frame::Property(clone_for_error(b)), n));
+            let Some(field) = Field::from_name(n) else {
+                return Err(ConfigError::UnknownElement {
+                    location,
+                    element: n.to_string(),
+                    parent: "property".into(),
+                    property: b.name.clone(),
+                });
             };
             check_attributes(e, &[], field.name(), &location)?;
             let repeated = match field {
@@ -776,20 +793,8 @@ fn start_element(
             })
         }
         (parent, Elem::Hadoop(n)) => Err(unknown(parent, n)),
-        (parent, Elem::XInclude(n)) => Err(unknown(parent, format!("xi:{n}"))),
-        (parent, Elem::Other(n)) => Err(unknown(parent, n)),
-    }
-}
-
-/// Only the name matters in an error about a property's children.
-fn clone_for_error(b: &PropertyBuilder) -> PropertyBuilder {
-    PropertyBuilder {
-        name: b.name.clone(),
-        value: None,
-        is_final: None,
-        location: b.location.clone(),
-        value_location: None,
-        active: b.active,
+        (parent, Elem::XInclude(n)) => Err(unknown(parent, &format!("xi:{n}"))),
+        (parent, Elem::Other(n)) => Err(unknown(parent, &n)),
     }
 }
 
@@ -880,7 +885,12 @@ fn include(
     result.map(|()| None)
 }
 
-fn on_text(stack: &mut [Frame], text: &str, location: Location) -> Result<(), ConfigError> {
+/// `location` is computed only for an error: most text is whitespace between tags.
+fn on_text(
+    stack: &mut [Frame],
+    text: &str,
+    location: impl FnOnce() -> Location,
+) -> Result<(), ConfigError> {
     match stack.last_mut() {
         Some(Frame::Field { text: buf, .. }) => {
             buf.push_str(text);
@@ -888,7 +898,7 @@ fn on_text(stack: &mut [Frame], text: &str, location: Location) -> Result<(), Co
         }
         _ if text.trim().is_empty() => Ok(()),
         other => Err(ConfigError::UnexpectedText {
-            location,
+            location: location(),
             parent: other.map(|f| f.tag()).unwrap_or_else(|| "document".into()),
             text: text.trim().chars().take(40).collect(),
         }),
