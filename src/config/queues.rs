@@ -672,7 +672,7 @@ impl Builder<'_> {
             .enumerate()
             .map(|(i, q)| (q.path.clone(), i))
             .collect();
-        self.compute_fractions(&mut queues);
+        compute_fractions(&mut queues);
         for p in 0..queues.len() {
             if queues[p].is_leaf() {
                 continue;
@@ -691,17 +691,19 @@ impl Builder<'_> {
         for i in 0..queues.len() {
             self.check_queue(&queues, i);
         }
-        for q in queues.iter_mut().filter(|q| q.children.is_empty()) {
-            if q.maximum_applications.is_none() {
-                q.maximum_applications = global_queue_max_apps.or_else(|| {
-                    q.capacities
-                        .absolute_capacity
-                        .map(|f| round6(f64::from(maximum_applications) * f).floor() as u32)
-                });
-            }
-        }
-        for q in queues.iter_mut().filter(|q| !q.children.is_empty()) {
-            q.maximum_applications = None;
+        // Applications only run in leaves; YARN ignores the limit on parents.
+        for q in &mut queues {
+            q.maximum_applications = if q.children.is_empty() {
+                q.maximum_applications
+                    .or(global_queue_max_apps)
+                    .or_else(|| {
+                        q.capacities
+                            .absolute_capacity
+                            .map(|f| round6(f64::from(maximum_applications) * f).floor() as u32)
+                    })
+            } else {
+                None
+            };
         }
         self.check_stray_keys(&by_path);
         QueueTree {
@@ -714,14 +716,14 @@ impl Builder<'_> {
         }
     }
 
-    /// An expanded value and where it was set; expansion errors are collected.
-    fn value(&mut self, key: &str) -> Option<(String, Option<Location>)> {
+    /// An expanded value and where it was set. `Err(())` when it cannot be expanded
+    /// (the error is collected), so callers do not also report it as missing.
+    fn value(&mut self, key: &str) -> Result<Option<(String, Option<Location>)>, ()> {
         match self.conf.get(key) {
-            Ok(Some(v)) => Some((v, self.conf.location(key).cloned())),
-            Ok(None) => None,
+            Ok(v) => Ok(v.map(|v| (v, self.conf.location(key).cloned()))),
             Err(e) => {
                 self.errors.push(e);
-                None
+                Err(())
             }
         }
     }
@@ -732,7 +734,7 @@ impl Builder<'_> {
         parse: impl FnOnce(&str) -> Result<T, String>,
     ) -> Option<T> {
         let key = format!("{PREFIX}{suffix}");
-        let (v, location) = self.value(&key)?;
+        let (v, location) = self.value(&key).ok().flatten()?;
         match parse(&v) {
             Ok(t) => Some(t),
             Err(expected) => {
@@ -763,7 +765,7 @@ impl Builder<'_> {
         parse: impl FnOnce(&str) -> Result<T, String>,
     ) -> Result<Option<(T, Option<Location>)>, ()> {
         let key = format!("{PREFIX}{queue}.{suffix}");
-        let Some((v, location)) = self.value(&key) else {
+        let Some((v, location)) = self.value(&key)? else {
             return Ok(None);
         };
         match parse(&v) {
@@ -807,11 +809,12 @@ impl Builder<'_> {
         while let Some(l) = stack.pop() {
             let index = out.len();
             let key = format!("{PREFIX}{}.queues", l.path);
-            let (children, at) = match self.value(&key) {
-                Some((v, at)) => (parse_list(&v), at),
-                None => (Vec::new(), None),
+            let (children, at, readable) = match self.value(&key) {
+                Ok(Some((v, at))) => (parse_list(&v), at, true),
+                Ok(None) => (Vec::new(), None, true),
+                Err(()) => (Vec::new(), None, false),
             };
-            if children.is_empty() && l.parent.is_none() {
+            if readable && children.is_empty() && l.parent.is_none() {
                 self.queue_error(ROOT, at.clone(), QueueProblem::NoChildQueues);
             }
             let mut seen = BTreeSet::new();
@@ -1023,7 +1026,7 @@ impl Builder<'_> {
             }
             return NodeLabels::Any;
         };
-        let Some((v, location)) = self.value(&key) else {
+        let Ok(Some((v, location))) = self.value(&key) else {
             return parent.accessible_node_labels.clone();
         };
         let list = parse_list(&v);
@@ -1113,59 +1116,6 @@ impl Builder<'_> {
                 (label, caps)
             })
             .collect()
-    }
-
-    /// Absolute capacity and absolute maximum capacity as fractions of the partition,
-    /// down the tree: percentages multiply, weights are normalised among siblings.
-    fn compute_fractions(&self, queues: &mut [QueueConfig]) {
-        let root = &mut queues[0];
-        root.capacities.absolute_capacity = Some(1.0);
-        root.capacities.absolute_maximum_capacity = Some(1.0);
-        for caps in root.labels.values_mut() {
-            caps.absolute_capacity = Some(1.0);
-            caps.absolute_maximum_capacity = Some(1.0);
-        }
-        for p in 0..queues.len() {
-            let children = queues[p].children.clone();
-            let mut partitions: Vec<Option<String>> = vec![None];
-            partitions.extend(queues[p].labels.keys().cloned().map(Some));
-            for label in partitions {
-                let Some(parent) = queues[p].partition(label.as_deref()).cloned() else {
-                    continue;
-                };
-                let weight_sum: f64 = children
-                    .iter()
-                    .filter_map(|&c| match queues[c].partition(label.as_deref())?.capacity {
-                        CapacityValue::Weight(w) => Some(w),
-                        _ => None,
-                    })
-                    .sum();
-                for &c in &children {
-                    let Some(caps) = partition_mut(&mut queues[c], label.as_deref()) else {
-                        continue;
-                    };
-                    caps.absolute_capacity = match caps.capacity {
-                        CapacityValue::Percent(x) => {
-                            parent.absolute_capacity.map(|a| a * x / 100.0)
-                        }
-                        CapacityValue::Weight(w) => parent.absolute_capacity.map(|a| {
-                            if weight_sum > 0.0 {
-                                a * w / weight_sum
-                            } else {
-                                0.0
-                            }
-                        }),
-                        CapacityValue::Absolute(_) => None,
-                    };
-                    caps.absolute_maximum_capacity = match caps.maximum_capacity {
-                        CapacityValue::Percent(x) => {
-                            parent.absolute_maximum_capacity.map(|a| a * x / 100.0)
-                        }
-                        _ => None,
-                    };
-                }
-            }
-        }
     }
 
     /// The checks YARN makes over a parent's children in one partition (C09 to C14 of
@@ -1418,6 +1368,57 @@ impl Builder<'_> {
                         ),
                     });
                 }
+            }
+        }
+    }
+}
+
+/// Absolute capacity and absolute maximum capacity as fractions of the partition,
+/// down the tree: percentages multiply, weights are normalised among siblings.
+fn compute_fractions(queues: &mut [QueueConfig]) {
+    let root = &mut queues[0];
+    root.capacities.absolute_capacity = Some(1.0);
+    root.capacities.absolute_maximum_capacity = Some(1.0);
+    for caps in root.labels.values_mut() {
+        caps.absolute_capacity = Some(1.0);
+        caps.absolute_maximum_capacity = Some(1.0);
+    }
+    for p in 0..queues.len() {
+        let children = queues[p].children.clone();
+        let mut partitions: Vec<Option<String>> = vec![None];
+        partitions.extend(queues[p].labels.keys().cloned().map(Some));
+        for label in partitions {
+            let Some(parent) = queues[p].partition(label.as_deref()).cloned() else {
+                continue;
+            };
+            let weight_sum: f64 = children
+                .iter()
+                .filter_map(|&c| match queues[c].partition(label.as_deref())?.capacity {
+                    CapacityValue::Weight(w) => Some(w),
+                    _ => None,
+                })
+                .sum();
+            for &c in &children {
+                let Some(caps) = partition_mut(&mut queues[c], label.as_deref()) else {
+                    continue;
+                };
+                caps.absolute_capacity = match caps.capacity {
+                    CapacityValue::Percent(x) => parent.absolute_capacity.map(|a| a * x / 100.0),
+                    CapacityValue::Weight(w) => parent.absolute_capacity.map(|a| {
+                        if weight_sum > 0.0 {
+                            a * w / weight_sum
+                        } else {
+                            0.0
+                        }
+                    }),
+                    CapacityValue::Absolute(_) => None,
+                };
+                caps.absolute_maximum_capacity = match caps.maximum_capacity {
+                    CapacityValue::Percent(x) => {
+                        parent.absolute_maximum_capacity.map(|a| a * x / 100.0)
+                    }
+                    _ => None,
+                };
             }
         }
     }
@@ -2298,9 +2299,7 @@ mod tests {
         .unwrap();
         let e = QueueTree::from_conf(&conf).unwrap_err();
         assert!(
-            e.errors
-                .iter()
-                .any(|e| matches!(e, ConfigError::UnresolvedVariable { .. })),
+            matches!(e.errors[..], [ConfigError::UnresolvedVariable { .. }]),
             "{e}"
         );
     }

@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::error::{ConfigError, ConfigErrors, ConfigWarning};
 use super::values::{
     did_you_mean, parse_bool, parse_duration_ms, parse_f64, parse_f64_in, parse_list,
-    parse_positive_duration_ms, parse_unsigned,
+    parse_positive, parse_positive_duration_ms, parse_unsigned,
 };
 use super::xml::Configuration;
 use crate::cluster::PolicyKind;
@@ -328,11 +328,7 @@ impl PreemptorSettings {
     pub fn from_conf_with_warnings(
         conf: &Configuration,
     ) -> Result<(PreemptorSettings, Vec<ConfigWarning>), ConfigErrors> {
-        let mut r = Reader {
-            conf,
-            errors: Vec::new(),
-            known: Vec::new(),
-        };
+        let mut r = Reader::new(conf);
         let settings = read(&mut r);
         let warnings = conf
             .keys_with_prefix(PREFIX)
@@ -360,11 +356,7 @@ impl PreemptorSettings {
     /// Every key preemptor-site.xml understands.
     pub fn known_keys() -> Vec<&'static str> {
         let conf = Configuration::with_env(Default::default());
-        let mut r = Reader {
-            conf: &conf,
-            errors: Vec::new(),
-            known: Vec::new(),
-        };
+        let mut r = Reader::new(&conf);
         read(&mut r);
         r.known
     }
@@ -377,7 +369,15 @@ struct Reader<'a> {
     known: Vec<&'static str>,
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
+    fn new(conf: &'a Configuration) -> Reader<'a> {
+        Reader {
+            conf,
+            errors: Vec::new(),
+            known: Vec::new(),
+        }
+    }
+
     /// The parsed value, `None` when unset or invalid (the error is collected).
     fn opt<T>(
         &mut self,
@@ -510,10 +510,7 @@ fn read(r: &mut Reader<'_>) -> PreemptorSettings {
             starvation_quantum_multiplier: r.get(
                 "yarn.preemptor.las.starvation-quantum-multiplier",
                 dp.las.starvation_quantum_multiplier,
-                |s| match parse_unsigned(s)? {
-                    0 => Err("expected a whole number of at least 1".into()),
-                    v => Ok(v),
-                },
+                parse_positive,
             ),
         },
         dice: read_dice(r, &dp.dice),
@@ -531,14 +528,7 @@ fn read(r: &mut Reader<'_>) -> PreemptorSettings {
         },
     };
     let agent = AgentSettings {
-        port: r.get(
-            "yarn.preemptor.agent.port",
-            d.agent.port,
-            |s| match parse_unsigned::<u16>(s)? {
-                0 => Err("expected a port from 1 to 65535".into()),
-                p => Ok(p),
-            },
-        ),
+        port: r.get("yarn.preemptor.agent.port", d.agent.port, parse_positive),
         addresses: r.get("yarn.preemptor.agent.addresses", d.agent.addresses, |s| {
             parse_list(s)
                 .iter()
@@ -577,10 +567,7 @@ fn read(r: &mut Reader<'_>) -> PreemptorSettings {
         swap_threshold_pages_per_sec: r.get(
             "yarn.preemptor.agent.swap-threshold-pages-per-sec",
             d.agent.swap_threshold_pages_per_sec,
-            |s| match parse_unsigned(s)? {
-                0 => Err("expected a rate above zero".into()),
-                v => Ok(v),
-            },
+            parse_positive,
         ),
     };
     let controller = ControllerSettings {
@@ -710,10 +697,7 @@ fn read_dice(r: &mut Reader<'_>, d: &DiceSettings) -> DiceSettings {
         max_suspensions: r.get(
             "yarn.preemptor.dice.preemption.max-suspensions",
             d.max_suspensions,
-            |s| match parse_unsigned(s)? {
-                0 => Err("expected a whole number of at least 1".into()),
-                v => Ok(v),
-            },
+            parse_positive,
         ),
         suspension_timeout_ms: r.get(
             "yarn.preemptor.dice.preemption.suspension-timeout-ms",

@@ -42,6 +42,14 @@ pub fn parse_unsigned<T: TryFrom<i64>>(s: &str) -> Result<T, String> {
     T::try_from(v).map_err(|_| "integer out of range".into())
 }
 
+/// A whole number above zero that fits `T`.
+pub fn parse_positive<T: TryFrom<i64> + PartialEq + Default>(s: &str) -> Result<T, String> {
+    match parse_unsigned::<T>(s)? {
+        v if v == T::default() => Err("expected a whole number above zero".into()),
+        v => Ok(v),
+    }
+}
+
 /// A finite number.
 pub fn parse_f64(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
@@ -141,6 +149,8 @@ mod tests {
         assert!(parse_i64("").is_err());
         assert!(parse_unsigned::<u16>("70000").is_err());
         assert!(parse_unsigned::<u32>("-1").is_err());
+        assert_eq!(parse_positive::<u32>("3"), Ok(3));
+        assert!(parse_positive::<u16>("0").is_err());
     }
 
     #[test]
