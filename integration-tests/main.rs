@@ -4,6 +4,8 @@
 //! Docker-backed tests never skip silently: without a daemon they print why and pass
 //! outside CI, and fail when `CI=true`.
 
+mod check_config;
 mod common;
 mod docker_smoke;
 mod sim_analytic;
+mod workload;
