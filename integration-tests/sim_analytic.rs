@@ -6,7 +6,8 @@
 //! on a few million jobs. The mean wait does not: at load 0.8 it is 0.1% of a task's
 //! runtime and comes from rare, long congestion episodes, so one run of 2 million jobs
 //! has a standard deviation of about 8% (4% at load 0.9). Checking it to 2% takes about
-//! 3 x 10^8 jobs, which the release profile simulates in about a minute on two cores:
+//! 3 x 10^8 jobs, which only the release profile simulates in reasonable time (a few
+//! minutes on two cores, with about 1 GB of memory):
 //! `cargo test --release --test integration mmc_mean_wait -- --ignored --nocapture`.
 
 use preemptor::cluster::JobClass;
@@ -102,7 +103,7 @@ fn mmc_zero_queueing_probability_matches_erlang_c() {
 }
 
 #[test]
-#[ignore = "needs the release profile (3 x 10^8 jobs, about a minute): cargo test --release \
+#[ignore = "needs the release profile (3 x 10^8 jobs, a few minutes): cargo test --release \
             --test integration mmc_mean_wait -- --ignored"]
 fn mmc_mean_wait_matches_erlang_c() {
     // Independent replications of 4 million jobs each, pooled; the spread between them

@@ -94,6 +94,12 @@ pub fn simulate(
             let mut s = sched::tiresias::Tiresias::new(&core, p.tiresias_config());
             drive(&mut core, &mut s, name, progress, started)
         }
+        SchedulerKind::Kairos | SchedulerKind::HawkDice | SchedulerKind::EagleDice => {
+            Err(SimError::PolicyUnavailable {
+                scheduler: name,
+                needs: kind.policy_needs().unwrap_or("src/policy"),
+            })
+        }
     }
 }
 

@@ -33,6 +33,12 @@ pub enum SchedulerKind {
     Pigeon,
     /// One-node sampling with task hopping.
     Tiresias,
+    /// Central N+Q admission with a variance tie-break, and LAS on every node.
+    Kairos,
+    /// Dice (elastic sizing and opportunistic preemption) layered on hawk.
+    HawkDice,
+    /// Dice layered on eagle.
+    EagleDice,
 }
 
 impl SchedulerKind {
@@ -45,6 +51,9 @@ impl SchedulerKind {
             SchedulerKind::Eagle,
             SchedulerKind::Pigeon,
             SchedulerKind::Tiresias,
+            SchedulerKind::Kairos,
+            SchedulerKind::HawkDice,
+            SchedulerKind::EagleDice,
         ]);
         v
     }
@@ -60,6 +69,9 @@ impl SchedulerKind {
             SchedulerKind::Eagle => "eagle".into(),
             SchedulerKind::Pigeon => "pigeon".into(),
             SchedulerKind::Tiresias => "tiresias".into(),
+            SchedulerKind::Kairos => "kairos".into(),
+            SchedulerKind::HawkDice => "hawk+dice".into(),
+            SchedulerKind::EagleDice => "eagle+dice".into(),
         }
     }
 
@@ -75,6 +87,8 @@ impl SchedulerKind {
             | SchedulerKind::Pigeon
             | SchedulerKind::Tiresias => None,
             SchedulerKind::Capacity(_) => Some("policy::decide"),
+            SchedulerKind::Kairos => Some("policy::las"),
+            SchedulerKind::HawkDice | SchedulerKind::EagleDice => Some("policy::dice"),
         }
     }
 }
