@@ -8,4 +8,6 @@ mod check_config;
 mod common;
 mod docker_smoke;
 mod sim_analytic;
+mod sim_cli;
+mod sim_papers;
 mod workload;

@@ -21,7 +21,9 @@ use crate::sim::{EngineConfig, QueueSpec, SchedParams, SchedulerKind, SimSetup, 
 
 const ABOUT: &str = "Simulate policies and schedulers on a job trace at datacenter scale";
 
-const LONG_ABOUT: &str = "\
+macro_rules! long_about {
+    () => {
+        "\
 Replays a job trace on a simulated cluster of thousands of nodes and reports, for short \
 and long jobs separately, job completion time and queueing delay at p50/p75/p90/p95/p99, \
 utilization over time, preemptions and failed or restarted tasks.
@@ -34,18 +36,30 @@ live agent.
 
 Workloads: Eagle/Hawk .tr traces (the bundled Yahoo and Facebook subsets), YARN SLS JSON \
 job traces, and synthetic mixes (--synthetic bigc:pattern=high for BIG-C's HiBench + TPC-H \
-bursts, --synthetic mmc:load=0.9 for an M/M/c check against Erlang C).";
+bursts, --synthetic mmc:load=0.9 for an M/M/c check against Erlang C)."
+    };
+}
 
-const AFTER: &str = "\
+macro_rules! examples {
+    () => {
+        "\
 Examples:
   preemptor sim run --trace ../shared/traces/yahoo_sub1.tr --nodes 4000 -s hawk,eagle
   preemptor sim run --synthetic bigc:pattern=high -s fifo,capacity+kill,capacity+graceful --plot out/
   preemptor sim compare --trace ../shared/traces/yahoo_sub1.tr \\
       --schedulers hawk,hawk+dice,eagle,eagle+dice --nodes 3000,4000,5000
-  preemptor sim schedulers";
+  preemptor sim schedulers"
+    };
+}
+
+const AFTER: &str = examples!();
+
+/// Shown by `preemptor sim --help` (the subcommand's own doc comment in main.rs is its
+/// one-line summary).
+const LONG_HELP: &str = concat!(long_about!(), "\n\n", examples!());
 
 #[derive(Debug, clap::Args)]
-#[command(about = ABOUT, long_about = LONG_ABOUT, after_help = AFTER)]
+#[command(about = ABOUT, after_help = AFTER, after_long_help = LONG_HELP)]
 pub struct SimArgs {
     #[command(subcommand)]
     pub command: SimCommand,
