@@ -1,6 +1,7 @@
 //! Schedulers: names, parameters, and the dispatch that runs one over a workload.
 
 pub mod central;
+mod lwl;
 pub mod pigeon;
 pub mod probe;
 pub mod tiresias;

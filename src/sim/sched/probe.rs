@@ -17,8 +17,7 @@
 //! Long work is known to the central scheduler the moment it assigns it, and to a node
 //! once the probe arrives; the two views are kept apart, as in the papers.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::rc::Rc;
 
 use rand::RngExt;
@@ -26,6 +25,7 @@ use rand::RngExt;
 use crate::cluster::JobClass;
 use crate::resources::Resource;
 use crate::sim::engine::{Core, NONE, Released, Scheduler, TaskRef};
+use crate::sim::sched::lwl::LeastWorkLeft;
 use crate::sim::workload::Time;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,10 +82,56 @@ struct Probe {
     sticky: bool,
 }
 
-/// The central scheduler's "has long work" bitvector at some instant (Eagle SSS).
+/// The central scheduler's "has long work" bitvector at some instant (Eagle SSS), with
+/// the count of clear bits before each word so that drawing a random clear bit is a
+/// binary search.
 struct Snapshot {
     bits: Box<[u64]>,
+    zeros_before: Box<[u32]>,
     at: Time,
+}
+
+impl Snapshot {
+    fn new(bits: &[u64], n: u32, at: Time) -> Snapshot {
+        let mut zeros_before = Vec::with_capacity(bits.len() + 1);
+        let mut acc = 0u32;
+        for (i, &w) in bits.iter().enumerate() {
+            zeros_before.push(acc);
+            acc += clear_bits(i, w, n).count_ones();
+        }
+        zeros_before.push(acc);
+        Snapshot {
+            bits: bits.into(),
+            zeros_before: zeros_before.into_boxed_slice(),
+            at,
+        }
+    }
+
+    /// A uniformly random node whose bit is clear, chosen by `r`.
+    fn random_zero(&self, n: u32, r: u32) -> Option<u32> {
+        let total = *self.zeros_before.last()?;
+        if total == 0 {
+            return None;
+        }
+        let k = r % total;
+        // The word holding the k-th clear bit: the last one with fewer clear bits before.
+        let w = self.zeros_before.partition_point(|&z| z <= k) - 1;
+        let mut zeros = clear_bits(w, self.bits[w], n);
+        for _ in 0..k - self.zeros_before[w] {
+            zeros &= zeros - 1;
+        }
+        Some(w as u32 * 64 + zeros.trailing_zeros())
+    }
+}
+
+/// The clear bits of word `i` that stand for one of the first `n` nodes.
+fn clear_bits(i: usize, w: u64, n: u32) -> u64 {
+    let valid = if (i + 1) * 64 <= n as usize {
+        u64::MAX
+    } else {
+        (1u64 << (n as usize - i * 64)) - 1
+    };
+    !w & valid
 }
 
 pub(crate) struct ProbeSched {
@@ -98,19 +144,16 @@ pub(crate) struct ProbeSched {
     /// Node-local view: long tasks running and long probes queued.
     long_running: Vec<u32>,
     long_queued: Vec<u32>,
-    /// Central view (LWL): long tasks assigned to each node and not finished, estimated
-    /// end of the one running, estimates of those still queued, and its bitvector.
-    assigned_long: Vec<u32>,
-    long_end: Vec<Time>,
-    long_backlog: Vec<Time>,
-    long_bits: Vec<u64>,
+    /// Central view of long work per node (LWL), and its bitvector.
+    lwl: LeastWorkLeft,
     /// Snapshot each node got with its last long probe; snapshot each long job carries;
     /// freshest snapshot each short job's scheduler has seen.
     node_snap: Vec<Option<Rc<Snapshot>>>,
     job_snap: Vec<Option<Rc<Snapshot>>>,
+    /// Scratch: nodes chosen for a long job.
+    targets: Vec<u32>,
     /// Stolen probes in flight, in the order they were sent (all take one delay).
     stolen: VecDeque<Probe>,
-    heap: Vec<Reverse<(Time, u32)>>,
     c: Counters,
 }
 
@@ -137,14 +180,11 @@ impl ProbeSched {
             queue: (0..n).map(|_| VecDeque::new()).collect(),
             long_running: vec![0; nn],
             long_queued: vec![0; nn],
-            assigned_long: vec![0; nn],
-            long_end: vec![0; nn],
-            long_backlog: vec![0; nn],
-            long_bits: vec![0; nn.div_ceil(64)],
+            lwl: LeastWorkLeft::new(n, cfg.short_nodes),
             node_snap: vec![None; nn],
             job_snap: vec![None; core.wl.jobs.len()],
+            targets: Vec::new(),
             stolen: VecDeque::new(),
-            heap: Vec::new(),
             c: Counters::default(),
             short_now: cfg.short_nodes.min(n),
             n,
@@ -159,15 +199,6 @@ impl ProbeSched {
     /// The node holds long work (running, suspended or queued), as it knows itself.
     pub fn node_has_long(&self, node: u32) -> bool {
         self.long_running[node as usize] + self.long_queued[node as usize] > 0
-    }
-
-    fn set_bit(&mut self, node: u32, on: bool) {
-        let (w, b) = ((node / 64) as usize, node % 64);
-        if on {
-            self.long_bits[w] |= 1 << b;
-        } else {
-            self.long_bits[w] &= !(1 << b);
-        }
     }
 
     fn random_node(core: &mut Core<'_, Msg>, from: u32, to: u32) -> u32 {
@@ -199,34 +230,23 @@ impl ProbeSched {
     fn place_long_lwl(&mut self, core: &mut Core<'_, Msg>, job: u32) {
         let spec = core.wl.jobs[job as usize];
         let now = core.now;
-        let mut heap = std::mem::take(&mut self.heap);
-        heap.clear();
-        for node in self.short_now..self.n {
-            let key = self.long_end[node as usize].max(now) + self.long_backlog[node as usize];
-            heap.push(Reverse((key, node)));
-        }
-        let mut heap = BinaryHeap::from(heap);
-        for _ in 0..spec.num_tasks {
-            let Some(Reverse((key, node))) = heap.pop() else {
-                break;
-            };
-            self.long_backlog[node as usize] += spec.estimate;
-            self.assigned_long[node as usize] += 1;
-            self.set_bit(node, true);
+        let mut targets = std::mem::take(&mut self.targets);
+        targets.clear();
+        self.lwl.place(spec.num_tasks, spec.estimate, now, |node| {
+            targets.push(node)
+        });
+        for &node in &targets {
             self.c.probes += 1;
             core.send(Msg::Probe {
                 node,
                 job,
                 round: 1,
             });
-            heap.push(Reverse((key + spec.estimate, node)));
         }
-        self.heap = heap.into_vec();
+        self.targets = targets;
         if self.cfg.variant == Variant::Eagle {
-            self.job_snap[job as usize] = Some(Rc::new(Snapshot {
-                bits: self.long_bits.clone().into_boxed_slice(),
-                at: now,
-            }));
+            self.job_snap[job as usize] =
+                Some(Rc::new(Snapshot::new(self.lwl.bits(), self.n, now)));
         }
     }
 
@@ -259,7 +279,7 @@ impl ProbeSched {
             match &self.job_snap[job as usize] {
                 Some(s) => {
                     let r: u32 = core.rng.random();
-                    random_zero(&s.bits, self.n, r)
+                    s.random_zero(self.n, r)
                         .unwrap_or_else(|| Self::random_node(core, 0, self.short_now))
                 }
                 None => Self::random_node(core, 0, self.n),
@@ -332,11 +352,9 @@ impl ProbeSched {
             }
             if p.long {
                 self.long_running[n] += 1;
-                if self.assigned_long[n] > 0 {
-                    // Central view: the long task leaves the backlog and starts.
-                    self.long_backlog[n] = self.long_backlog[n].saturating_sub(spec.estimate);
-                    self.long_end[n] = core.now + 2 * core.net() + spec.estimate;
-                }
+                // Central view: the long task leaves the backlog and starts.
+                let ends = core.now + 2 * core.net() + spec.estimate;
+                self.lwl.start(node, spec.estimate, core.now, ends);
             }
             core.send(Msg::GetTask {
                 node,
@@ -360,7 +378,10 @@ impl ProbeSched {
             return (!self.queue[node as usize].is_empty()).then_some(0);
         }
         // Eagle nodes know which jobs are done: their probes go.
-        self.queue[node as usize].retain(|p| p.long || core.pending(p.job) > 0);
+        let q = &mut self.queue[node as usize];
+        if q.iter().any(|p| !p.long && core.pending(p.job) == 0) {
+            q.retain(|p| p.long || core.pending(p.job) > 0);
+        }
         let q = &self.queue[node as usize];
         if q.is_empty() {
             return None;
@@ -471,38 +492,6 @@ impl ProbeSched {
     }
 }
 
-/// A uniformly random node whose bit is clear among the first `n`, chosen by `r`.
-fn random_zero(bits: &[u64], n: u32, r: u32) -> Option<u32> {
-    let word_zeros = |i: usize, w: u64| {
-        let valid = if (i + 1) * 64 <= n as usize {
-            u64::MAX
-        } else {
-            (1u64 << (n as usize - i * 64)) - 1
-        };
-        (!w & valid, (!w & valid).count_ones())
-    };
-    let total: u32 = bits
-        .iter()
-        .enumerate()
-        .map(|(i, &w)| word_zeros(i, w).1)
-        .sum();
-    if total == 0 {
-        return None;
-    }
-    let mut k = r % total;
-    for (i, &w) in bits.iter().enumerate() {
-        let (mut zeros, count) = word_zeros(i, w);
-        if k < count {
-            for _ in 0..k {
-                zeros &= zeros - 1;
-            }
-            return Some(i as u32 * 64 + zeros.trailing_zeros());
-        }
-        k -= count;
-    }
-    None
-}
-
 impl Scheduler for ProbeSched {
     type Msg = Msg;
 
@@ -553,11 +542,7 @@ impl Scheduler for ProbeSched {
         self.free[n] += r.shape;
         if Self::is_long(core, r.job) {
             self.long_running[n] -= 1;
-            self.assigned_long[n] = self.assigned_long[n].saturating_sub(1);
-            if self.assigned_long[n] == 0 {
-                self.set_bit(r.node, false);
-                self.long_end[n] = core.now;
-            }
+            self.lwl.finish(r.node, core.now);
         }
         if core.jobs[r.job as usize].finish != NONE {
             self.job_snap[r.job as usize] = None;
@@ -593,20 +578,23 @@ mod tests {
 
     #[test]
     fn random_zero_picks_only_clear_bits_uniformly() {
-        // 70 nodes; bits set on all but 3, 64 and 69.
-        let mut bits = vec![u64::MAX, 0];
-        bits[0] &= !(1 << 3);
-        bits[1] = (1u64 << 6) - 1;
-        bits[1] &= !(1 << 0);
-        bits[1] &= !(1 << 5);
-        let mut seen = std::collections::BTreeMap::new();
-        for r in 0..300u32 {
-            *seen.entry(random_zero(&bits, 70, r).unwrap()).or_insert(0) += 1;
+        // 130 nodes; bits set on all but 3, 64, 69 and 129.
+        let mut bits = vec![u64::MAX, u64::MAX, u64::MAX];
+        for node in [3u32, 64, 69, 129] {
+            bits[(node / 64) as usize] &= !(1 << (node % 64));
         }
-        assert_eq!(seen.keys().copied().collect::<Vec<_>>(), vec![3, 64, 69]);
+        let s = Snapshot::new(&bits, 130, 0);
+        let mut seen = std::collections::BTreeMap::new();
+        for r in 0..400u32 {
+            *seen.entry(s.random_zero(130, r).unwrap()).or_insert(0) += 1;
+        }
+        assert_eq!(
+            seen.keys().copied().collect::<Vec<_>>(),
+            vec![3, 64, 69, 129]
+        );
         assert!(seen.values().all(|&c| c == 100));
-        assert_eq!(random_zero(&[u64::MAX], 64, 5), None);
+        assert_eq!(Snapshot::new(&[u64::MAX], 64, 0).random_zero(64, 5), None);
         // Bits past `n` do not count as clear.
-        assert_eq!(random_zero(&[0b0111], 3, 0), None);
+        assert_eq!(Snapshot::new(&[0b0111], 3, 0).random_zero(3, 0), None);
     }
 }
