@@ -6,3 +6,4 @@
 
 mod common;
 mod docker_smoke;
+mod emulator_rest;

@@ -151,6 +151,7 @@ pub async fn run(args: EmulateArgs) -> Result<(), EmulatorError> {
         image: args.image.clone(),
         queues: Some(queues),
         heartbeat_interval: Duration::from_millis(args.heartbeat_ms),
+        min_allocation: Resource::new(1024, 1),
     };
     let handle = Emulator::start(config).await?;
     println!("Preemptor YARN emulator");

@@ -19,7 +19,7 @@ pub mod views;
 pub mod workload;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -61,6 +61,8 @@ pub struct EmulatorConfig {
     /// Queues; `None` uses [`queues::embedded_default`] for the cluster's size.
     pub queues: Option<QueueSetup>,
     pub heartbeat_interval: Duration,
+    /// yarn.scheduler.minimum-allocation-mb / -vcores: the smallest container.
+    pub min_allocation: Resource,
 }
 
 impl EmulatorConfig {
@@ -77,6 +79,7 @@ impl EmulatorConfig {
             image: None,
             queues: None,
             heartbeat_interval: Duration::from_secs(1),
+            min_allocation: Resource::new(1024, 1),
         }
     }
 }
@@ -105,6 +108,21 @@ pub(crate) fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+/// The RM start time, made unique within the process: container names embed it, and
+/// Docker names must not collide between emulators started in the same millisecond.
+fn unique_cluster_timestamp() -> u64 {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = now_ms();
+    let mut prev = LAST.load(Ordering::SeqCst);
+    loop {
+        let next = now.max(prev + 1);
+        match LAST.compare_exchange(prev, next, Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(_) => return next,
+            Err(p) => prev = p,
+        }
+    }
 }
 
 /// What the servers, heartbeats and container tasks share.
@@ -231,6 +249,7 @@ pub struct Emulator;
 /// servers and heartbeats but cannot wait for container cleanup.
 pub struct EmulatorHandle {
     rm_url: String,
+    instance: String,
     nodes: Vec<NodeManagerInfo>,
     cluster: Arc<Cluster>,
     cancel: CancellationToken,
@@ -339,7 +358,7 @@ impl Emulator {
             let local = local_addr(&l, a)?;
             nm_listeners.push((l, local));
         }
-        let cluster_timestamp = now_ms();
+        let cluster_timestamp = unique_cluster_timestamp();
         let instance = format!("{}-{cluster_timestamp}", std::process::id());
         let runtime = choose_runtime(&config, &instance).await?;
         let mut state = RmState::new(
@@ -347,7 +366,7 @@ impl Emulator {
                 cluster_timestamp,
                 runtime: runtime.kind(),
                 rm_address: rm_local.to_string(),
-                min_allocation: Resource::new(1024.min(config.node_resource.memory_mb), 1),
+                min_allocation: config.min_allocation.component_min(config.node_resource),
                 max_allocation: config.node_resource,
             },
             tree,
@@ -421,6 +440,7 @@ impl Emulator {
             "emulated YARN started");
         Ok(EmulatorHandle {
             rm_url: format!("http://{rm_local}"),
+            instance,
             nodes,
             cluster,
             cancel,
@@ -433,6 +453,12 @@ impl EmulatorHandle {
     /// `http://host:port` of the ResourceManager's web service.
     pub fn rm_url(&self) -> &str {
         &self.rm_url
+    }
+
+    /// Unique id of this emulator; its Docker containers carry it in
+    /// [`docker::INSTANCE_LABEL`], so a cleanup can find them even without the handle.
+    pub fn instance(&self) -> &str {
+        &self.instance
     }
 
     pub fn nodes(&self) -> &[NodeManagerInfo] {

@@ -245,8 +245,22 @@ pub struct RmIdentity {
     pub max_allocation: Resource,
 }
 
+/// What the scheduler did last, for the scheduler's `health` object.
+#[derive(Clone, Debug, Default)]
+pub struct SchedulerActivity {
+    pub last_run_ms: u64,
+    /// (node, container, queue)
+    pub last_allocation: Option<(NodeId, ContainerId, String)>,
+    pub last_release: Option<(NodeId, ContainerId, String)>,
+    pub last_run_allocations: u64,
+    pub last_run_allocated: Resource,
+    pub last_run_releases: u64,
+    pub last_run_released: Resource,
+}
+
 pub struct RmState {
     pub identity: RmIdentity,
+    pub activity: SchedulerActivity,
     pub tree: QueueTree,
     pub nodes: Vec<RmNode>,
     /// Node label name -> exclusivity.
@@ -269,6 +283,7 @@ impl RmState {
     pub fn new(identity: RmIdentity, tree: QueueTree) -> RmState {
         RmState {
             identity,
+            activity: SchedulerActivity::default(),
             tree,
             nodes: Vec::new(),
             labels: BTreeMap::new(),
@@ -564,13 +579,18 @@ impl RmState {
         c.finished_ms = Some(now);
         let secs = now.saturating_sub(c.started_ms.unwrap_or(c.allocated_ms)) as f64 / 1000.0;
         let (resource, node) = (c.resource, c.node);
+        let mut queue = String::new();
         if let Some(app) = self.apps.get_mut(&id.application()) {
             app.memory_seconds_done += resource.memory_mb as f64 * secs;
             app.vcore_seconds_done += resource.vcores as f64 * secs;
+            queue = app.queue_name.clone();
         }
         if let Some(n) = self.nodes.get_mut(node) {
             n.used -= resource;
             n.live.remove(&id);
+            self.activity.last_release = Some((n.id.clone(), id, queue));
+            self.activity.last_run_releases += 1;
+            self.activity.last_run_released += resource;
         }
     }
 
@@ -802,6 +822,9 @@ impl RmState {
         };
         n.last_heartbeat_ms = now;
         let partition = n.label.clone();
+        self.activity.last_run_ms = now;
+        self.activity.last_run_allocations = 0;
+        self.activity.last_run_allocated = Resource::ZERO;
         let total = self.partition_total(&partition);
         let mut used = self.queue_usage(&partition);
         while let Some((app_id, req_idx)) = self.pick(node, &partition, total, &used) {
@@ -820,6 +843,9 @@ impl RmState {
             let n = &mut self.nodes[node];
             n.used += req.capability;
             n.live.insert(cid);
+            self.activity.last_allocation = Some((n.id.clone(), cid, app.queue_name.clone()));
+            self.activity.last_run_allocations += 1;
+            self.activity.last_run_allocated += req.capability;
             let mut container = RmContainer {
                 id: cid,
                 node,

@@ -90,7 +90,16 @@ impl AppsFilter {
 
 fn pct(part: f64, whole: f64) -> f64 {
     if whole > 0.0 {
-        (part / whole * 100.0) as f32 as f64
+        round4(part / whole * 100.0)
+    } else {
+        0.0
+    }
+}
+
+/// Percentages as YARN prints its floats: a few significant decimals, no binary noise.
+fn round4(v: f64) -> f64 {
+    if v.is_finite() {
+        (v * 10_000.0).round() / 10_000.0
     } else {
         0.0
     }
@@ -213,10 +222,54 @@ impl RmState {
             .collect();
         let mut root = self.queue_info(0, &usage);
         root.kind = Some(CAPACITY_SCHEDULER_TYPE.into());
+        root.health = Some(self.health());
         SchedulerResponse {
             scheduler: SchedulerWrapper {
                 scheduler_info: root,
             },
+        }
+    }
+
+    fn health(&self) -> SchedulerHealth {
+        let a = &self.activity;
+        let op = |name: &str, what: &Option<(crate::cluster::NodeId, ContainerId, String)>| {
+            let (node, container, queue) = match what {
+                Some((n, c, q)) => (n.to_string(), c.to_string(), q.clone()),
+                None => ("N/A".into(), "N/A".into(), "N/A".into()),
+            };
+            SchedulerOperation {
+                operation: name.into(),
+                node_id: node,
+                container_id: container,
+                queue,
+            }
+        };
+        let none = None;
+        SchedulerHealth {
+            lastrun: a.last_run_ms as i64,
+            operations_info: vec![
+                op("last-allocation", &a.last_allocation),
+                op("last-release", &a.last_release),
+                op("last-preemption", &none),
+                op("last-reservation", &none),
+            ],
+            last_run_details: vec![
+                LastRunDetail {
+                    operation: "releases".into(),
+                    count: a.last_run_releases as i64,
+                    resources: a.last_run_released.into(),
+                },
+                LastRunDetail {
+                    operation: "allocations".into(),
+                    count: a.last_run_allocations as i64,
+                    resources: a.last_run_allocated.into(),
+                },
+                LastRunDetail {
+                    operation: "reservations".into(),
+                    count: 0,
+                    resources: ResourceInfo::default(),
+                },
+            ],
         }
     }
 
@@ -266,12 +319,12 @@ impl RmState {
             let am_limit = m.scale(MAX_AM_RESOURCE_PERCENT);
             capacities.push(PartitionQueueCapacities {
                 partition_name: p.clone(),
-                capacity: c.capacity_pct as f32 as f64,
+                capacity: round4(c.capacity_pct),
                 used_capacity: pct(used_p[q].dominant_share(total), c.absolute),
-                max_capacity: c.maximum_pct as f32 as f64,
-                absolute_capacity: (c.absolute * 100.0) as f32 as f64,
-                absolute_used_capacity: (used_p[q].dominant_share(total) * 100.0) as f32 as f64,
-                absolute_max_capacity: (c.absolute_max * 100.0) as f32 as f64,
+                max_capacity: round4(c.maximum_pct),
+                absolute_capacity: round4(c.absolute * 100.0),
+                absolute_used_capacity: round4(used_p[q].dominant_share(total) * 100.0),
+                absolute_max_capacity: round4(c.absolute_max * 100.0),
                 max_am_limit_percentage: MAX_AM_RESOURCE_PERCENT * 100.0,
                 weight: -1.0,
                 normalized_weight: 0.0,
@@ -316,12 +369,12 @@ impl RmState {
         let mut info = QueueInfo {
             kind: None,
             queue_path: queue.path.clone(),
-            capacity: default.capacity_pct as f32 as f64,
+            capacity: round4(default.capacity_pct),
             used_capacity: pct(used.dominant_share(dtotal), default.absolute),
-            max_capacity: default.maximum_pct as f32 as f64,
-            absolute_capacity: (default.absolute * 100.0) as f32 as f64,
-            absolute_max_capacity: (default.absolute_max * 100.0) as f32 as f64,
-            absolute_used_capacity: (used.dominant_share(dtotal) * 100.0) as f32 as f64,
+            max_capacity: round4(default.maximum_pct),
+            absolute_capacity: round4(default.absolute * 100.0),
+            absolute_max_capacity: round4(default.absolute_max * 100.0),
+            absolute_used_capacity: round4(used.dominant_share(dtotal) * 100.0),
             weight: -1.0,
             normalized_weight: 0.0,
             num_applications: apps.len() as i64,
@@ -397,7 +450,7 @@ impl RmState {
             info.max_active_applications_per_user = Some(max_apps);
             info.user_limit = Some(100.0);
             info.user_limit_factor = Some(1.0);
-            info.users = (!users.is_empty()).then_some(Users { user: users });
+            info.users = Some(Users { user: users });
             info.configured_max_a_m_resource_limit = Some(MAX_AM_RESOURCE_PERCENT);
             info.am_resource_limit = Some(am_limit.into());
             info.used_am_resource =
@@ -456,7 +509,7 @@ impl RmState {
             queue: app.queue_name.clone(),
             state: app.state,
             final_status: app.final_status,
-            progress: (app.progress() * 100.0) as f32 as f64,
+            progress: round4(app.progress() * 100.0),
             tracking_ui: if final_ {
                 "History"
             } else {
@@ -493,10 +546,9 @@ impl RmState {
             running_containers: if final_ { -1 } else { live.len() as i64 },
             memory_seconds: mem_s as i64,
             vcore_seconds: vc_s as i64,
-            queue_usage_percentage: queue_guarantee.map_or(0.0, |g| {
-                (allocated.dominant_share(&g) * 100.0) as f32 as f64
-            }),
-            cluster_usage_percentage: (allocated.dominant_share(&cluster) * 100.0) as f32 as f64,
+            queue_usage_percentage: queue_guarantee
+                .map_or(0.0, |g| round4(allocated.dominant_share(&g) * 100.0)),
+            cluster_usage_percentage: round4(allocated.dominant_share(&cluster) * 100.0),
             preempted_resource_mb: app.preempted_resource.memory_mb as i64,
             preempted_resource_vcores: i64::from(app.preempted_resource.vcores),
             num_non_am_container_preempted: i64::from(app.preempted_containers),

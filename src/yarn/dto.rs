@@ -304,6 +304,9 @@ pub struct QueueInfo {
     pub creation_method: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub queues: Option<Queues>,
+    /// Root only (Hadoop 3.2+).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health: Option<SchedulerHealth>,
     // Leaf only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub num_active_applications: Option<i64>,
@@ -354,10 +357,43 @@ impl QueueInfo {
 pub const LEAF_QUEUE_TYPE: &str = "capacitySchedulerLeafQueueInfo";
 pub const CAPACITY_SCHEDULER_TYPE: &str = "capacityScheduler";
 
+/// CapacitySchedulerHealthInfo: what the last scheduling run did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct SchedulerHealth {
+    #[serde(deserialize_with = "lenient::i64")]
+    pub lastrun: i64,
+    #[serde(deserialize_with = "lenient::vec")]
+    pub operations_info: Vec<SchedulerOperation>,
+    #[serde(deserialize_with = "lenient::vec")]
+    pub last_run_details: Vec<LastRunDetail>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct SchedulerOperation {
+    pub operation: String,
+    pub node_id: String,
+    pub container_id: String,
+    pub queue: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LastRunDetail {
+    pub operation: String,
+    #[serde(deserialize_with = "lenient::i64")]
+    pub count: i64,
+    pub resources: ResourceInfo,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Users {
-    #[serde(deserialize_with = "lenient::vec")]
+    #[serde(
+        deserialize_with = "lenient::vec",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub user: Vec<UserInfo>,
 }
 
