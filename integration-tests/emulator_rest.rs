@@ -10,10 +10,13 @@ use preemptor::emulator::state::exit;
 use preemptor::emulator::workload::WorkloadSpec;
 use preemptor::emulator::{Emulator, EmulatorConfig, EmulatorHandle, RuntimeChoice};
 use preemptor::resources::Resource;
-use preemptor::yarn::dto::{NewApplication, YarnApplicationState};
+use preemptor::yarn::dto::YarnApplicationState;
 use serde_json::Value;
 
+use crate::emulator_support::{submit, wait_running, wait_until};
+
 const NODE: Resource = Resource::new(8192, 8);
+const AM: Resource = Resource::new(1024, 1);
 
 async fn start_simulated(nodes: usize) -> EmulatorHandle {
     let mut config = EmulatorConfig::local(nodes, NODE, RuntimeChoice::Simulated);
@@ -25,44 +28,6 @@ fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("integration-tests")
         .join(name)
-}
-
-async fn submit(rm: &str, name: &str, queue: &str, spec: &WorkloadSpec) -> String {
-    let http = reqwest::Client::new();
-    let new: NewApplication = http
-        .post(format!("{rm}/ws/v1/cluster/apps/new-application"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let ctx = spec.submission(
-        &new.application_id,
-        name,
-        queue,
-        vec!["emulator-test".into()],
-        Resource::new(1024, 1),
-    );
-    let resp = http
-        .post(format!("{rm}/ws/v1/cluster/apps?user.name=tester"))
-        .json(&ctx)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 202, "{:?}", resp.text().await);
-    new.application_id
-}
-
-async fn wait_running(h: &EmulatorHandle, app: &str) {
-    let id = app.parse().unwrap();
-    for _ in 0..300 {
-        if h.inspect(|s| s.apps[&id].state == YarnApplicationState::Running) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{app} never ran");
 }
 
 fn spec(tasks: u32, duration_ms: u64) -> WorkloadSpec {
@@ -487,9 +452,9 @@ async fn scheduler_and_apps_carry_every_documented_field_in_json_and_xml() {
     let h = start_simulated(1).await;
     let rm = h.rm_url().to_string();
     // One app fills the node; the second waits with outstanding requests.
-    let first = submit(&rm, "filler", "long", &spec(7, 300_000)).await;
+    let first = submit(&rm, "filler", "long", &spec(7, 300_000), AM).await;
     wait_running(&h, &first).await;
-    let _second = submit(&rm, "waiting", "short", &spec(2, 300_000)).await;
+    let _second = submit(&rm, "waiting", "short", &spec(2, 300_000), AM).await;
     let http = reqwest::Client::new();
     let get = |path: &str, xml: bool| {
         let mut r = http.get(format!("{rm}{path}"));
@@ -562,14 +527,12 @@ fn json_queue(s: &Value, path: &str) -> Value {
 async fn kill_answers_202_then_200_and_errors_are_remote_exceptions() {
     let h = start_simulated(1).await;
     let rm = h.rm_url().to_string();
-    let app = submit(&rm, "victim", "long", &spec(2, 300_000)).await;
+    let app = submit(&rm, "victim", "long", &spec(2, 300_000), AM).await;
     let id = app.parse().unwrap();
-    for _ in 0..300 {
-        if h.inspect(|s| s.app_containers(id).len() == 3) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(&h, "AM and two tasks", 15, |s| {
+        s.app_containers(id).len() == 3
+    })
+    .await;
     let http = reqwest::Client::new();
     let url = format!("{rm}/ws/v1/cluster/apps/{app}/state");
     let first = http
@@ -696,7 +659,7 @@ async fn node_labels_make_an_exclusive_partition_with_its_own_capacities() {
         .unwrap();
     assert_eq!(on_node["nodeLabelInfo"][0]["name"], "short");
     // Unlabelled work never lands on the labelled node.
-    let app = submit(&rm, "big", "long", &spec(30, 300_000)).await;
+    let app = submit(&rm, "big", "long", &spec(30, 300_000), AM).await;
     wait_running(&h, &app).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(h.inspect(|s| s.nodes[1].live.is_empty()));

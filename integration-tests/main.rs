@@ -6,4 +6,6 @@
 
 mod common;
 mod docker_smoke;
+mod emulator_docker;
 mod emulator_rest;
+mod emulator_support;

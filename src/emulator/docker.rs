@@ -21,8 +21,8 @@ use crate::resources::Resource;
 
 use super::image::{CREATED_BY_LABEL, build_workload_image, find_workload_binary};
 use super::runtime::{
-    ContainerRuntime, ContainerSignal, ExitInfo, LAUNCH_FAILED, LaunchSpec, ProgressSink,
-    RuntimeError, RuntimeKind, parse_progress,
+    ContainerRuntime, ContainerSignal, Events, ExitInfo, LAUNCH_FAILED, LaunchSpec, RuntimeError,
+    RuntimeKind, parse_progress,
 };
 use super::state::exit;
 
@@ -226,23 +226,9 @@ impl Inner {
     }
 
     async fn remove(&self, name: &str) {
-        let opts = RemoveContainerOptions {
-            force: true,
-            v: true,
-            ..Default::default()
-        };
-        match self.docker.remove_container(name, Some(opts)).await {
-            Ok(())
-            | Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 404, ..
-            }) => {}
-            Err(e) => tracing::warn!(container = name, error = %e, "removing Docker container"),
-        }
+        remove_container(&self.docker, name).await;
         if let Ok(mut c) = self.created.lock() {
             c.remove(name);
-        }
-        if let Ok(id) = name.parse::<ContainerId>() {
-            remove_cgroup_parent(&id);
         }
     }
 }
@@ -269,7 +255,7 @@ impl ContainerRuntime for DockerRuntime {
         RuntimeKind::Docker
     }
 
-    fn run(&self, spec: LaunchSpec, progress: ProgressSink) -> BoxFuture<'static, ExitInfo> {
+    fn run(&self, spec: LaunchSpec, events: Events) -> BoxFuture<'static, ExitInfo> {
         let inner = self.inner.clone();
         Box::pin(async move {
             let name = spec.container.to_string();
@@ -281,6 +267,7 @@ impl ContainerRuntime for DockerRuntime {
                     diagnostics: format!("container launch failed: {e}"),
                 };
             }
+            events.started();
             let logs = inner.docker.logs(
                 &name,
                 Some(LogsOptions {
@@ -290,6 +277,7 @@ impl ContainerRuntime for DockerRuntime {
                     ..Default::default()
                 }),
             );
+            let progress = events.clone();
             let reader = tokio::spawn(async move {
                 let mut logs = logs;
                 let mut last_line = String::new();
@@ -299,7 +287,7 @@ impl ContainerRuntime for DockerRuntime {
                     while let Some(i) = partial.find('\n') {
                         let line: String = partial.drain(..=i).collect();
                         if let Some(p) = parse_progress(&line) {
-                            progress(p);
+                            progress.progress(p);
                         }
                         last_line = line.trim().to_string();
                     }
@@ -367,29 +355,11 @@ impl ContainerRuntime for DockerRuntime {
     fn shutdown(&self) -> BoxFuture<'static, Result<usize, RuntimeError>> {
         let inner = self.inner.clone();
         Box::pin(async move {
-            let filters: HashMap<String, Vec<String>> = [(
-                "label".to_string(),
-                vec![format!("{INSTANCE_LABEL}={}", inner.instance)],
-            )]
-            .into();
-            let listed = inner
-                .docker
-                .list_containers(Some(ListContainersOptions {
-                    all: true,
-                    filters: Some(filters),
-                    ..Default::default()
-                }))
-                .await
-                .map_err(docker_err)?;
-            let mut names: HashSet<String> =
+            let known: HashSet<String> =
                 inner.created.lock().map(|c| c.clone()).unwrap_or_default();
-            for c in listed {
-                if let Some(n) = c.names.and_then(|n| n.into_iter().next()) {
-                    names.insert(n.trim_start_matches('/').to_string());
-                }
-            }
-            for n in &names {
-                inner.remove(n).await;
+            let removed = remove_instance_containers(&inner.docker, &inner.instance, known).await?;
+            if let Ok(mut c) = inner.created.lock() {
+                c.clear();
             }
             if inner.owns_image {
                 let opts = RemoveImageOptions {
@@ -404,9 +374,59 @@ impl ContainerRuntime for DockerRuntime {
                     tracing::warn!(image = %inner.image, error = %e, "removing the workload image");
                 }
             }
-            Ok(names.len())
+            Ok(removed)
         })
     }
+}
+
+async fn remove_container(docker: &Docker, name: &str) {
+    let opts = RemoveContainerOptions {
+        force: true,
+        v: true,
+        ..Default::default()
+    };
+    match docker.remove_container(name, Some(opts)).await {
+        Ok(())
+        | Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 404, ..
+        }) => {}
+        Err(e) => tracing::warn!(container = name, error = %e, "removing Docker container"),
+    }
+    if let Ok(id) = name.parse::<ContainerId>() {
+        remove_cgroup_parent(&id);
+    }
+}
+
+/// Removes every container labelled with emulator `instance` (plus `known` names), and
+/// their cgroup parents. Used at shutdown, and by cleanups that lost the handle.
+pub async fn remove_instance_containers(
+    docker: &Docker,
+    instance: &str,
+    known: HashSet<String>,
+) -> Result<usize, RuntimeError> {
+    let filters: HashMap<String, Vec<String>> = [(
+        "label".to_string(),
+        vec![format!("{INSTANCE_LABEL}={instance}")],
+    )]
+    .into();
+    let listed = docker
+        .list_containers(Some(ListContainersOptions {
+            all: true,
+            filters: Some(filters),
+            ..Default::default()
+        }))
+        .await
+        .map_err(docker_err)?;
+    let mut names = known;
+    for c in listed {
+        if let Some(n) = c.names.and_then(|n| n.into_iter().next()) {
+            names.insert(n.trim_start_matches('/').to_string());
+        }
+    }
+    for n in &names {
+        remove_container(docker, n).await;
+    }
+    Ok(names.len())
 }
 
 #[cfg(test)]

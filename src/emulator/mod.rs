@@ -182,11 +182,11 @@ impl Cluster {
             let cid = spec.container;
             tracing::info!(container = %cid, node = %spec.node, resource = %spec.resource,
                 runtime = %cluster.runtime.kind(), command = ?spec.command, "launching container");
-            cluster.lock().container_started(cid, now_ms());
-            let c = cluster.clone();
-            let progress: runtime::ProgressSink =
-                Arc::new(move |p| c.lock().container_progress(cid, p));
-            let exit = cluster.runtime.run(spec, progress).await;
+            let events: runtime::Events = Arc::new(Tracked {
+                cluster: cluster.clone(),
+                container: cid,
+            });
+            let exit = cluster.runtime.run(spec, events).await;
             tracing::info!(container = %cid, exit_status = exit.exit_status,
                 diagnostics = %exit.diagnostics, runtime = %cluster.runtime.kind(), "container finished");
             let to_stop = cluster
@@ -232,6 +232,26 @@ impl Cluster {
         signal: ContainerSignal,
     ) -> Result<(), RuntimeError> {
         self.runtime.signal(id, signal).await
+    }
+}
+
+/// Feeds a runtime's reports about one container into the RM state.
+struct Tracked {
+    cluster: Arc<Cluster>,
+    container: ContainerId,
+}
+
+impl runtime::ContainerEvents for Tracked {
+    fn started(&self) {
+        self.cluster
+            .lock()
+            .container_started(self.container, now_ms());
+    }
+
+    fn progress(&self, fraction: f64) {
+        self.cluster
+            .lock()
+            .container_progress(self.container, fraction);
     }
 }
 
@@ -503,5 +523,6 @@ impl EmulatorHandle {
 impl Drop for EmulatorHandle {
     fn drop(&mut self) {
         self.cancel.cancel();
+        self.cluster.closing.store(true, Ordering::SeqCst);
     }
 }

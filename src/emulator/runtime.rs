@@ -86,8 +86,15 @@ pub struct LaunchSpec {
     pub user: String,
 }
 
-/// Called with the task's progress in [0, 1].
-pub type ProgressSink = Arc<dyn Fn(f64) + Send + Sync>;
+/// What a runtime reports about a container while it runs.
+pub trait ContainerEvents: Send + Sync {
+    /// The process is running (YARN's RUNNING).
+    fn started(&self);
+    /// The task's progress in [0, 1].
+    fn progress(&self, fraction: f64);
+}
+
+pub type Events = Arc<dyn ContainerEvents>;
 
 /// How a container ended, in YARN's terms.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -115,7 +122,7 @@ pub trait ContainerRuntime: Send + Sync {
 
     /// Starts the container and resolves when it has exited and been cleaned up. A launch
     /// failure is an exit too ([`LAUNCH_FAILED`] with the reason), as in YARN.
-    fn run(&self, spec: LaunchSpec, progress: ProgressSink) -> BoxFuture<'static, ExitInfo>;
+    fn run(&self, spec: LaunchSpec, events: Events) -> BoxFuture<'static, ExitInfo>;
 
     fn signal(
         &self,
@@ -146,13 +153,14 @@ impl ContainerRuntime for SimulatedRuntime {
         RuntimeKind::Simulated
     }
 
-    fn run(&self, spec: LaunchSpec, progress: ProgressSink) -> BoxFuture<'static, ExitInfo> {
+    fn run(&self, spec: LaunchSpec, events: Events) -> BoxFuture<'static, ExitInfo> {
         let running = self.running.clone();
         Box::pin(async move {
             let (tx, mut rx) = mpsc::unbounded_channel();
             if let Ok(mut m) = running.lock() {
                 m.insert(spec.container, tx);
             }
+            events.started();
             let total = Duration::from_millis(spec.simulated_duration_ms.max(1));
             let tick = (total / 20).clamp(Duration::from_millis(10), Duration::from_millis(500));
             let start = tokio::time::Instant::now();
@@ -164,7 +172,7 @@ impl ContainerRuntime for SimulatedRuntime {
                         diagnostics: "simulated container finished".into(),
                     };
                 }
-                progress(elapsed.as_secs_f64() / total.as_secs_f64());
+                events.progress(elapsed.as_secs_f64() / total.as_secs_f64());
                 tokio::select! {
                     _ = tokio::time::sleep(tick.min(total - elapsed)) => {}
                     sig = rx.recv() => match sig {
@@ -185,7 +193,7 @@ impl ContainerRuntime for SimulatedRuntime {
                 }
             };
             if outcome.exit_status == exit::SUCCESS {
-                progress(1.0);
+                events.progress(1.0);
             }
             if let Ok(mut m) = running.lock() {
                 m.remove(&spec.container);
@@ -269,12 +277,27 @@ mod tests {
     #[tokio::test]
     async fn simulated_containers_finish_report_progress_and_obey_signals() {
         let rt = SimulatedRuntime::new();
-        let last = Arc::new(AtomicU64::new(0));
-        let l = last.clone();
-        let sink: ProgressSink = Arc::new(move |p| l.store((p * 100.0) as u64, Ordering::SeqCst));
+        struct Recorder {
+            started: AtomicU64,
+            last: AtomicU64,
+        }
+        impl ContainerEvents for Recorder {
+            fn started(&self) {
+                self.started.fetch_add(1, Ordering::SeqCst);
+            }
+            fn progress(&self, p: f64) {
+                self.last.store((p * 100.0) as u64, Ordering::SeqCst);
+            }
+        }
+        let rec = Arc::new(Recorder {
+            started: AtomicU64::new(0),
+            last: AtomicU64::new(0),
+        });
+        let sink: Events = rec.clone();
         let done = rt.run(spec(2, 200), sink.clone()).await;
         assert_eq!(done.exit_status, 0);
-        assert_eq!(last.load(Ordering::SeqCst), 100);
+        assert_eq!(rec.last.load(Ordering::SeqCst), 100);
+        assert_eq!(rec.started.load(Ordering::SeqCst), 1);
 
         let handle = tokio::spawn(rt.run(spec(3, 60_000), sink.clone()));
         tokio::time::sleep(Duration::from_millis(100)).await;
