@@ -13,7 +13,7 @@ use preemptor::resources::Resource;
 use preemptor::yarn::dto::YarnApplicationState;
 use serde_json::Value;
 
-use crate::emulator_support::{submit, wait_running, wait_until};
+use crate::emulator_support::{get_json, submit, wait_running, wait_until};
 
 const NODE: Resource = Resource::new(8192, 8);
 const AM: Resource = Resource::new(1024, 1);
@@ -504,13 +504,7 @@ async fn scheduler_and_apps_carry_every_documented_field_in_json_and_xml() {
 }
 
 async fn json_scheduler(http: &reqwest::Client, rm: &str) -> Value {
-    http.get(format!("{rm}/ws/v1/cluster/scheduler"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    get_json(http, &format!("{rm}/ws/v1/cluster/scheduler")).await
 }
 
 fn json_queue(s: &Value, path: &str) -> Value {
@@ -628,35 +622,18 @@ async fn node_labels_make_an_exclusive_partition_with_its_own_capacities() {
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 200);
-    let labels: Value = http
-        .get(format!("{rm}/ws/v1/cluster/get-node-labels"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let labels: Value = get_json(&http, &format!("{rm}/ws/v1/cluster/get-node-labels")).await;
     assert_eq!(labels["nodeLabelInfo"][0]["name"], "short");
-    let mapping: Value = http
-        .get(format!("{rm}/ws/v1/cluster/get-node-to-labels"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let mapping: Value = get_json(&http, &format!("{rm}/ws/v1/cluster/get-node-to-labels")).await;
     assert_eq!(
         mapping["nodeToLabels"]["entry"][0]["key"],
         labelled.as_str()
     );
-    let on_node: Value = http
-        .get(format!("{rm}/ws/v1/cluster/nodes/{labelled}/get-labels"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let on_node: Value = get_json(
+        &http,
+        &format!("{rm}/ws/v1/cluster/nodes/{labelled}/get-labels"),
+    )
+    .await;
     assert_eq!(on_node["nodeLabelInfo"][0]["name"], "short");
     // Unlabelled work never lands on the labelled node.
     let app = submit(&rm, "big", "long", &spec(30, 300_000), AM).await;

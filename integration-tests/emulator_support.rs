@@ -66,3 +66,9 @@ pub async fn wait_running(h: &EmulatorHandle, app: &str) {
     })
     .await;
 }
+
+pub async fn get_json(http: &reqwest::Client, url: &str) -> serde_json::Value {
+    let r = http.get(url).send().await.unwrap();
+    assert!(r.status().is_success(), "GET {url}: {}", r.status());
+    r.json().await.unwrap()
+}

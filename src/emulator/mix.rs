@@ -117,7 +117,7 @@ impl Client {
             ("deSelects", "resourceRequests"),
         ]);
         let apps: AppsResponse = self.json(req, &url).await?;
-        Ok(apps.into_apps().into_iter().map(|a| a.id).collect())
+        Ok(apps.into_list().into_iter().map(|a| a.id).collect())
     }
 }
 

@@ -58,8 +58,9 @@ async fn app(State(n): State<Node>, headers: HeaderMap, Path(id): Path<String>) 
     let fmt = Format::from_headers(&headers);
     let body = n.cluster.lock().nm_apps(n.index, now_ms());
     let app = body
-        .apps
-        .and_then(|a| a.app.into_iter().find(|a| a.id == id))
+        .into_list()
+        .into_iter()
+        .find(|a| a.id == id)
         .ok_or_else(|| {
             RestError::not_found(format!("app with id {id} not found")).into_format(fmt)
         })?;

@@ -38,24 +38,28 @@ impl Format {
     }
 }
 
-/// One REST reply.
+/// One REST reply, rendered when built so that no state lock is held while it is sent.
 pub struct Reply {
     pub format: Format,
     pub status: StatusCode,
-    /// Root element in XML: a JSON body `{root: inner}` is written as `<root>inner</root>`;
-    /// any other body is written whole inside `<root>`.
-    pub root: &'static str,
-    pub body: Result<Value, String>,
+    pub body: Result<String, String>,
     pub location: Option<String>,
 }
 
 impl Reply {
+    /// `root` names the XML root element: a JSON body `{root: inner}` is written as
+    /// `<root>inner</root>`; any other body is written whole inside `<root>`.
     pub fn ok<T: Serialize>(format: Format, root: &'static str, body: &T) -> Reply {
+        let rendered = match format {
+            // Straight to text: going through a Value would double the work for
+            // large lists such as /apps.
+            Format::Json => serde_json::to_string(body),
+            Format::Xml => serde_json::to_value(body).map(|v| to_xml(root, &v)),
+        };
         Reply {
             format,
             status: StatusCode::OK,
-            root,
-            body: serde_json::to_value(body).map_err(|e| e.to_string()),
+            body: rendered.map_err(|e| e.to_string()),
             location: None,
         }
     }
@@ -82,17 +86,17 @@ pub fn empty(status: StatusCode, location: Option<String>) -> Response {
 
 impl IntoResponse for Reply {
     fn into_response(self) -> Response {
-        let value = match self.body {
-            Ok(v) => v,
+        let body = match self.body {
+            Ok(b) => b,
             Err(e) => {
                 return RestError::internal(format!("serializing the response: {e}"))
                     .into_format(self.format)
                     .into_response();
             }
         };
-        let (body, ctype) = match self.format {
-            Format::Json => (value.to_string(), "application/json"),
-            Format::Xml => (to_xml(self.root, &value), "application/xml"),
+        let ctype = match self.format {
+            Format::Json => "application/json",
+            Format::Xml => "application/xml",
         };
         let mut r = (self.status, body).into_response();
         r.headers_mut()

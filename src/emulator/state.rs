@@ -513,12 +513,7 @@ impl RmState {
         app.killing = true;
         app.pending.clear();
         let current = app.state;
-        let live: Vec<ContainerId> = self
-            .containers
-            .values()
-            .filter(|c| c.id.application() == app_id && c.is_live() && !c.is_am())
-            .map(|c| c.id)
-            .collect();
+        let live = self.live_tasks(app_id);
         if live.is_empty() {
             self.finish_app(
                 app_id,
@@ -658,11 +653,7 @@ impl RmState {
             return Vec::new();
         }
         if killing {
-            let any_live = self
-                .containers
-                .values()
-                .any(|c| c.id.application() == app_id && c.is_live() && !c.is_am());
-            if !any_live {
+            if self.live_tasks(app_id).is_empty() {
                 self.finish_app(
                     app_id,
                     YarnApplicationState::Killed,
@@ -711,12 +702,7 @@ impl RmState {
                     "Task {t} failed {} times (last exit status {exit_status}: {diagnostics}); the application fails",
                     state.failures
                 );
-                let live: Vec<ContainerId> = self
-                    .containers
-                    .values()
-                    .filter(|c| c.id.application() == app_id && c.is_live() && !c.is_am())
-                    .map(|c| c.id)
-                    .collect();
+                let live = self.live_tasks(app_id);
                 self.finish_app(
                     app_id,
                     YarnApplicationState::Failed,
@@ -995,6 +981,15 @@ impl RmState {
         None
     }
 
+    /// Live task containers of an application (the AM's excluded: it has no process).
+    fn live_tasks(&self, app: ApplicationId) -> Vec<ContainerId> {
+        self.containers
+            .values()
+            .filter(|c| c.id.application() == app && c.is_live() && !c.is_am())
+            .map(|c| c.id)
+            .collect()
+    }
+
     /// Live containers of an application (AM included).
     pub fn app_containers(&self, app: ApplicationId) -> Vec<&RmContainer> {
         let mut v: Vec<&RmContainer> = self
@@ -1004,15 +999,6 @@ impl RmState {
             .collect();
         v.sort_by_key(|c| c.id);
         v
-    }
-
-    /// Live task containers that still have a process, for shutdown.
-    pub fn live_task_containers(&self) -> Vec<ContainerId> {
-        self.containers
-            .values()
-            .filter(|c| c.is_live() && !c.is_am())
-            .map(|c| c.id)
-            .collect()
     }
 }
 

@@ -571,9 +571,7 @@ impl RmState {
             .take(filter.limit.unwrap_or(usize::MAX))
             .map(|a| self.app_info(a, now, !filter.deselect_resource_requests))
             .collect();
-        AppsResponse {
-            apps: (!apps.is_empty()).then_some(Apps { app: apps }),
-        }
+        AppsResponse::from_list(apps)
     }
 
     pub fn attempts_info(&self, app: &RmApp) -> AppAttemptsResponse {
@@ -674,9 +672,7 @@ impl RmState {
             .into_iter()
             .map(|c| self.container_info(c, now))
             .collect();
-        Ok(AttemptContainersResponse {
-            containers: (!list.is_empty()).then_some(AttemptContainers { container: list }),
-        })
+        Ok(AttemptContainersResponse::from_list(list))
     }
 
     pub fn attempt_container(
@@ -757,9 +753,7 @@ impl RmState {
         } else {
             vec![]
         };
-        NodesResponse {
-            nodes: (!nodes.is_empty()).then_some(Nodes { node: nodes }),
-        }
+        NodesResponse::from_list(nodes)
     }
 
     pub fn node_labels_info(&self) -> NodeLabelsInfo {
@@ -892,9 +886,7 @@ impl RmState {
             .into_iter()
             .map(|c| self.nm_container_info(c))
             .collect();
-        NmContainersResponse {
-            containers: (!list.is_empty()).then_some(NmContainers { container: list }),
-        }
+        NmContainersResponse::from_list(list)
     }
 
     pub fn nm_container(
@@ -934,9 +926,7 @@ impl RmState {
                 }
             }
         }
-        NmAppsResponse {
-            apps: (!apps.is_empty()).then_some(NmApps { app: apps }),
-        }
+        NmAppsResponse::from_list(apps)
     }
 }
 

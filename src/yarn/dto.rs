@@ -467,25 +467,43 @@ pub struct PartitionResourceUsage {
 
 // ---------------------------------------------------------------- applications
 
-/// `{"apps":{"app":[..]}}`, or `{"apps":null}` when there are none.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct AppsResponse {
-    pub apps: Option<Apps>,
+/// A YARN collection: `{"<outer>":{"<inner>":[..]}}`, or `{"<outer>":null}` when empty
+/// (Jersey prints an empty list as null). `into_list` gives the elements either way.
+macro_rules! collection {
+    ($(#[$doc:meta])* $response:ident { $outer:ident: $wrapper:ident { $inner:ident: $item:ty } }) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+        #[serde(default)]
+        pub struct $response {
+            pub $outer: Option<$wrapper>,
+        }
+
+        #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+        #[serde(default)]
+        pub struct $wrapper {
+            #[serde(deserialize_with = "lenient::vec")]
+            pub $inner: Vec<$item>,
+        }
+
+        impl $response {
+            /// Wraps a list, printing an empty one as null like YARN.
+            pub fn from_list(list: Vec<$item>) -> Self {
+                $response {
+                    $outer: (!list.is_empty()).then_some($wrapper { $inner: list }),
+                }
+            }
+
+            pub fn into_list(self) -> Vec<$item> {
+                self.$outer.map(|w| w.$inner).unwrap_or_default()
+            }
+        }
+    };
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Apps {
-    #[serde(deserialize_with = "lenient::vec")]
-    pub app: Vec<AppInfo>,
-}
-
-impl AppsResponse {
-    pub fn into_apps(self) -> Vec<AppInfo> {
-        self.apps.map(|a| a.app).unwrap_or_default()
-    }
-}
+collection!(
+    /// `/ws/v1/cluster/apps`.
+    AppsResponse { apps: Apps { app: AppInfo } }
+);
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -667,25 +685,10 @@ pub struct AppAttemptInfo {
     pub app_attempt_state: String,
 }
 
-/// `{"containers":{"container":[..]}}` of an application attempt.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct AttemptContainersResponse {
-    pub containers: Option<AttemptContainers>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct AttemptContainers {
-    #[serde(deserialize_with = "lenient::vec")]
-    pub container: Vec<ContainerInfo>,
-}
-
-impl AttemptContainersResponse {
-    pub fn into_containers(self) -> Vec<ContainerInfo> {
-        self.containers.map(|c| c.container).unwrap_or_default()
-    }
-}
+collection!(
+    /// `/apps/{id}/appattempts/{attempt}/containers`.
+    AttemptContainersResponse { containers: AttemptContainers { container: ContainerInfo } }
+);
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -823,24 +826,10 @@ pub struct Commands {
 
 // ---------------------------------------------------------------- nodes
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct NodesResponse {
-    pub nodes: Option<Nodes>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Nodes {
-    #[serde(deserialize_with = "lenient::vec")]
-    pub node: Vec<NodeInfo>,
-}
-
-impl NodesResponse {
-    pub fn into_nodes(self) -> Vec<NodeInfo> {
-        self.nodes.map(|n| n.node).unwrap_or_default()
-    }
-}
+collection!(
+    /// `/ws/v1/cluster/nodes`.
+    NodesResponse { nodes: Nodes { node: NodeInfo } }
+);
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -1049,19 +1038,10 @@ pub struct NmNodeInfo {
     pub nm_startup_time: i64,
 }
 
-/// `{"apps":{"app":[..]}}` of a NodeManager, `{"apps":null}` when empty.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct NmAppsResponse {
-    pub apps: Option<NmApps>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct NmApps {
-    #[serde(deserialize_with = "lenient::vec")]
-    pub app: Vec<NmAppInfo>,
-}
+collection!(
+    /// A NodeManager's `/ws/v1/node/apps`.
+    NmAppsResponse { apps: NmApps { app: NmAppInfo } }
+);
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -1073,25 +1053,10 @@ pub struct NmAppInfo {
     pub containerids: Vec<String>,
 }
 
-/// `{"containers":{"container":[..]}}` of a NodeManager, `{"containers":null}` when empty.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct NmContainersResponse {
-    pub containers: Option<NmContainers>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct NmContainers {
-    #[serde(deserialize_with = "lenient::vec")]
-    pub container: Vec<NmContainerInfo>,
-}
-
-impl NmContainersResponse {
-    pub fn into_containers(self) -> Vec<NmContainerInfo> {
-        self.containers.map(|c| c.container).unwrap_or_default()
-    }
-}
+collection!(
+    /// A NodeManager's `/ws/v1/node/containers`.
+    NmContainersResponse { containers: NmContainers { container: NmContainerInfo } }
+);
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -1136,7 +1101,7 @@ mod tests {
           "nodeHttpAddress":"http://host.domain.com:8042","nodeId":"host.domain.com:37814",
           "allocatedResources":[{"key":"memory-mb","value":"1536"},{"key":"vcores","value":"1"}]}]}}"#;
         let r: AttemptContainersResponse = serde_json::from_str(j).unwrap();
-        let c = &r.into_containers()[0];
+        let c = &r.into_list()[0];
         assert_eq!(c.allocated_mb, 1536);
         assert_eq!(c.started_time, 1531405909444);
         assert_eq!(c.allocated_resources[1].value, "1");
@@ -1145,13 +1110,13 @@ mod tests {
     #[test]
     fn empty_collections_are_null_and_read_back_as_empty() {
         let r: AppsResponse = serde_json::from_str(r#"{"apps":null}"#).unwrap();
-        assert!(r.into_apps().is_empty());
+        assert!(r.into_list().is_empty());
         assert_eq!(
             serde_json::to_string(&AppsResponse::default()).unwrap(),
             r#"{"apps":null}"#
         );
         let r: NodesResponse = serde_json::from_str(r#"{"nodes":{"node":{"id":"h:1"}}}"#).unwrap();
-        assert_eq!(r.into_nodes()[0].id, "h:1");
+        assert_eq!(r.into_list()[0].id, "h:1");
     }
 
     #[test]
