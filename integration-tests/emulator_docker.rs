@@ -236,3 +236,73 @@ async fn four_nodemanagers_run_four_docker_containers_each_with_yarn_limits() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_tasks_finish_the_application_and_failing_ones_fail_it() {
+    let Some(docker) =
+        docker_or_skip("real_tasks_finish_the_application_and_failing_ones_fail_it").await
+    else {
+        return;
+    };
+    let image = TestImage::build(&docker, "preemptor-emulator").await;
+    let mut config = EmulatorConfig::local(2, Resource::new(4096, 4), RuntimeChoice::Docker);
+    config.image = Some(image.tag.clone());
+    config.cpu_scale = 0.1;
+    config.heartbeat_interval = Duration::from_millis(200);
+    let started = Emulator::start(config).await.expect("emulator starts");
+    let mut guard = EmulatorGuard {
+        docker: docker.clone(),
+        instance: started.instance().to_string(),
+        handle: Some(started),
+    };
+    let h = guard.handle();
+    let ok = WorkloadSpec::parse(
+        r#"{"kernel":"burn","args":["--iterations","4","--rounds-millions","1"],"tasks":2,"memoryMb":512,"vcores":1}"#,
+    )
+    .unwrap();
+    let bad = WorkloadSpec::parse(
+        r#"{"kernel":"burn","args":["--no-such-flag"],"tasks":1,"memoryMb":512,"vcores":1,"maxAttempts":2}"#,
+    )
+    .unwrap();
+    let am = Resource::new(1024, 1);
+    let ok_app: preemptor::cluster::ApplicationId = submit(h.rm_url(), "ok", "long", &ok, am)
+        .await
+        .parse()
+        .unwrap();
+    let bad_app: preemptor::cluster::ApplicationId = submit(h.rm_url(), "bad", "long", &bad, am)
+        .await
+        .parse()
+        .unwrap();
+    wait_until(h, "both applications to end", 60, |s| {
+        s.apps[&ok_app].is_final() && s.apps[&bad_app].is_final()
+    })
+    .await;
+    let http = reqwest::Client::new();
+    let app = crate::emulator_support::get_json(
+        &http,
+        &format!("{}/ws/v1/cluster/apps/{ok_app}", h.rm_url()),
+    )
+    .await;
+    assert_eq!(app["app"]["state"], "FINISHED");
+    assert_eq!(app["app"]["finalStatus"], "SUCCEEDED");
+    assert_eq!(app["app"]["progress"], 100.0);
+    let app = crate::emulator_support::get_json(
+        &http,
+        &format!("{}/ws/v1/cluster/apps/{bad_app}", h.rm_url()),
+    )
+    .await;
+    assert_eq!(app["app"]["state"], "FAILED");
+    let diagnostics = app["app"]["diagnostics"].as_str().unwrap();
+    assert!(diagnostics.contains("failed 2 times"), "{diagnostics}");
+    assert!(diagnostics.contains("Exit code: 2"), "{diagnostics}");
+    let report = guard.handle.take().unwrap().shutdown().await.unwrap();
+    assert_eq!(
+        report.containers_removed, 0,
+        "finished containers were removed as they exited"
+    );
+    assert!(
+        instance_containers(&docker, &guard.instance)
+            .await
+            .is_empty()
+    );
+}

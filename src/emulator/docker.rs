@@ -151,10 +151,6 @@ impl DockerRuntime {
             }),
         })
     }
-
-    pub fn image(&self) -> &str {
-        &self.inner.image
-    }
 }
 
 impl Inner {
@@ -273,7 +269,7 @@ impl ContainerRuntime for DockerRuntime {
                 Some(LogsOptions {
                     follow: true,
                     stdout: true,
-                    stderr: false,
+                    stderr: true,
                     ..Default::default()
                 }),
             );
@@ -290,6 +286,10 @@ impl ContainerRuntime for DockerRuntime {
                             progress.progress(p);
                         }
                         last_line = line.trim().to_string();
+                    }
+                    // A task printing without newlines must not grow this forever.
+                    if partial.len() > 64 * 1024 {
+                        partial.clear();
                     }
                 }
                 last_line

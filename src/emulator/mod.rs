@@ -99,8 +99,6 @@ pub enum EmulatorError {
     DockerUnavailable(RuntimeError),
     #[error("container runtime: {0}")]
     Runtime(#[from] RuntimeError),
-    #[error("workload mix: {0}")]
-    Mix(String),
 }
 
 pub(crate) fn now_ms() -> u64 {
