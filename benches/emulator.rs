@@ -105,7 +105,7 @@ async fn run() -> Result<(), String> {
             .json()
             .await
             .map_err(|e| e.to_string())?;
-        let queue = ["long", "short", "default"][i % 3];
+        let queue = ["long", "short"][i % 2];
         let ctx = spec.submission(
             &new.application_id,
             &format!("bench-{i}"),

@@ -4,8 +4,10 @@
 //! Docker-backed tests never skip silently: without a daemon they print why and pass
 //! outside CI, and fail when `CI=true`.
 
+mod check_config;
 mod common;
 mod docker_smoke;
 mod emulator_docker;
 mod emulator_rest;
 mod emulator_support;
+mod workload;

@@ -128,3 +128,106 @@ impl Drop for ContainerGuard {
         });
     }
 }
+
+/// Follows a container's stdout until a line starts with `prefix` (at most 10 minutes).
+pub async fn wait_for_log_line(docker: &Docker, name: &str, prefix: &str) -> Result<(), String> {
+    use futures_util::StreamExt;
+    let opts = bollard::query_parameters::LogsOptions {
+        follow: true,
+        stdout: true,
+        tail: "all".into(),
+        ..Default::default()
+    };
+    let mut stream = docker.logs(name, Some(opts));
+    let mut text = String::new();
+    let search = async {
+        while let Some(chunk) = stream.next().await {
+            text.push_str(
+                &chunk
+                    .map_err(|e| format!("logs of {name}: {e}"))?
+                    .to_string(),
+            );
+            if text.lines().any(|l| l.starts_with(prefix)) {
+                return Ok(());
+            }
+        }
+        Err(format!("{name} ended before printing {prefix:?}"))
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(600), search)
+        .await
+        .map_err(|_| format!("{name}: no {prefix:?} within 600 s"))?
+}
+
+/// What a running container's cgroups say right now.
+pub struct ContainerSample {
+    /// `rss` under cgroup v1, `anon` under v2.
+    pub anonymous_bytes: u64,
+    /// Share of CFS periods so far in which the container was throttled.
+    pub throttled_share: f64,
+}
+
+pub async fn sample_container(docker: &Docker, name: &str) -> Result<ContainerSample, String> {
+    use futures_util::StreamExt;
+    let opts = bollard::query_parameters::StatsOptions {
+        stream: false,
+        one_shot: true,
+    };
+    let stats = docker
+        .stats(name, Some(opts))
+        .next()
+        .await
+        .ok_or_else(|| format!("no stats for {name}"))?
+        .map_err(|e| format!("stats of {name}: {e}"))?;
+    let by_kind = stats
+        .memory_stats
+        .and_then(|m| m.stats)
+        .ok_or_else(|| format!("no memory stats for {name}"))?;
+    let anonymous_bytes = by_kind
+        .get("rss")
+        .or_else(|| by_kind.get("anon"))
+        .copied()
+        .ok_or_else(|| format!("neither rss nor anon in {by_kind:?}"))?;
+    let throttling = stats.cpu_stats.and_then(|c| c.throttling_data);
+    let throttled_share = match throttling.and_then(|t| Some((t.throttled_periods?, t.periods?))) {
+        Some((throttled, periods)) if periods > 0 => throttled as f64 / periods as f64,
+        _ => 0.0,
+    };
+    Ok(ContainerSample {
+        anonymous_bytes,
+        throttled_share,
+    })
+}
+
+/// Creates and starts a container of `image` running the workload with the words of `line`
+/// as arguments. The guard exists before the container, so it is removed on any failure.
+pub async fn start_workload(
+    docker: &Docker,
+    image: &TestImage,
+    line: &str,
+    host_config: bollard::models::HostConfig,
+) -> Result<ContainerGuard, String> {
+    let name = unique_name("preemptor-workload");
+    let guard = ContainerGuard {
+        docker: docker.clone(),
+        name: name.clone(),
+    };
+    let body = bollard::models::ContainerCreateBody {
+        image: Some(image.tag.clone()),
+        cmd: Some(line.split_whitespace().map(str::to_owned).collect()),
+        host_config: Some(host_config),
+        ..Default::default()
+    };
+    let opts = bollard::query_parameters::CreateContainerOptions {
+        name: Some(name.clone()),
+        ..Default::default()
+    };
+    docker
+        .create_container(Some(opts), body)
+        .await
+        .map_err(|e| format!("creating {name}: {e}"))?;
+    docker
+        .start_container(&name, None)
+        .await
+        .map_err(|e| format!("starting {name}: {e}"))?;
+    Ok(guard)
+}

@@ -9,6 +9,12 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use super::error::{ConfigError, ConfigErrors, ConfigWarning};
+use super::values::{
+    did_you_mean, parse_bool, parse_duration_ms, parse_f64, parse_f64_in, parse_list,
+    parse_positive, parse_positive_duration_ms, parse_unsigned,
+};
+use super::xml::Configuration;
 use crate::cluster::PolicyKind;
 use crate::resources::{Limits, Resource};
 
@@ -303,5 +309,728 @@ impl Default for PreemptorSettings {
                 format: LogFormat::Text,
             },
         }
+    }
+}
+
+/// Every key of preemptor-site.xml starts with this.
+pub const PREFIX: &str = "yarn.preemptor.";
+
+impl PreemptorSettings {
+    /// Reads preemptor-site.xml; unset keys keep their defaults. Warnings (unknown
+    /// keys) are dropped here: use [`PreemptorSettings::from_conf_with_warnings`] to
+    /// show them.
+    pub fn from_conf(conf: &Configuration) -> Result<PreemptorSettings, ConfigErrors> {
+        Self::from_conf_with_warnings(conf).map(|(s, _)| s)
+    }
+
+    /// Like [`PreemptorSettings::from_conf`], also returning a warning for every
+    /// `yarn.preemptor.*` key that is not one of ours, with the nearest known key.
+    pub fn from_conf_with_warnings(
+        conf: &Configuration,
+    ) -> Result<(PreemptorSettings, Vec<ConfigWarning>), ConfigErrors> {
+        let mut r = Reader::new(conf);
+        let settings = read(&mut r);
+        let warnings = conf
+            .keys_with_prefix(PREFIX)
+            .filter(|k| !r.known.contains(k))
+            .filter_map(|k| {
+                Some(ConfigWarning::UnknownKey {
+                    key: k.to_string(),
+                    location: conf.location(k)?.clone(),
+                    suggestion: did_you_mean(k, r.known.iter().copied()).map(str::to_string),
+                })
+            })
+            .collect();
+        if r.errors.is_empty() {
+            Ok((settings, warnings))
+        } else {
+            let mut e = ConfigErrors {
+                errors: r.errors,
+                warnings,
+            };
+            e.sort();
+            Err(e)
+        }
+    }
+
+    /// Every key preemptor-site.xml understands.
+    pub fn known_keys() -> Vec<&'static str> {
+        let conf = Configuration::with_env(Default::default());
+        let mut r = Reader::new(&conf);
+        read(&mut r);
+        r.known
+    }
+}
+
+/// Reads keys, remembering which exist and collecting every error.
+struct Reader<'a> {
+    conf: &'a Configuration,
+    errors: Vec<ConfigError>,
+    known: Vec<&'static str>,
+}
+
+impl<'a> Reader<'a> {
+    fn new(conf: &'a Configuration) -> Reader<'a> {
+        Reader {
+            conf,
+            errors: Vec::new(),
+            known: Vec::new(),
+        }
+    }
+
+    /// The parsed value, `None` when unset or invalid (the error is collected).
+    fn opt<T>(
+        &mut self,
+        key: &'static str,
+        parse: impl FnOnce(&str) -> Result<T, String>,
+    ) -> Option<T> {
+        self.known.push(key);
+        let value = match self.conf.get(key) {
+            Ok(v) => v?,
+            Err(e) => {
+                self.errors.push(e);
+                return None;
+            }
+        };
+        match parse(&value) {
+            Ok(t) => Some(t),
+            Err(expected) => {
+                self.invalid(key, value, expected);
+                None
+            }
+        }
+    }
+
+    fn get<T>(
+        &mut self,
+        key: &'static str,
+        default: T,
+        parse: impl FnOnce(&str) -> Result<T, String>,
+    ) -> T {
+        self.opt(key, parse).unwrap_or(default)
+    }
+
+    fn invalid(&mut self, key: &str, value: String, expected: String) {
+        self.errors.push(ConfigError::InvalidValue {
+            key: key.to_string(),
+            value,
+            expected,
+            location: self.conf.location(key).cloned(),
+        });
+    }
+
+    /// Reports a rule over several keys against the first of them that is set.
+    fn cross_check(&mut self, keys: &[&str], expected: &str) {
+        let key = keys
+            .iter()
+            .find(|k| self.conf.get_raw(k).is_some())
+            .unwrap_or(&keys[0]);
+        let value = self.conf.get_raw(key).unwrap_or_default().to_string();
+        self.invalid(key, value, expected.to_string());
+    }
+}
+
+fn read(r: &mut Reader<'_>) -> PreemptorSettings {
+    let d = PreemptorSettings::default();
+    let dp = d.policy;
+    let rm = RmSettings {
+        addresses: r.get("yarn.preemptor.rm.address", d.rm.addresses, |s| {
+            let list = parse_list(s);
+            if list.is_empty() {
+                return Err("expected at least one ResourceManager web address".into());
+            }
+            list.iter().map(|a| http_address(a)).collect()
+        }),
+        user_name: r
+            .opt("yarn.preemptor.rm.user-name", |s| Ok(s.trim().to_string()))
+            .filter(|s| !s.is_empty()),
+        request_timeout_ms: r.get(
+            "yarn.preemptor.rm.request-timeout-ms",
+            d.rm.request_timeout_ms,
+            parse_positive_duration_ms,
+        ),
+    };
+    let policy = PolicySettings {
+        kind: r.get("yarn.preemptor.policy", dp.kind, |s| s.parse()),
+        monitoring_interval_ms: r.get(
+            "yarn.preemptor.monitoring-interval-ms",
+            dp.monitoring_interval_ms,
+            parse_positive_duration_ms,
+        ),
+        observe_only: r.get("yarn.preemptor.observe-only", dp.observe_only, parse_bool),
+        max_ignored_over_capacity: r.get(
+            "yarn.preemptor.max-ignored-over-capacity",
+            dp.max_ignored_over_capacity,
+            |s| parse_f64_in(s, 0.0, 1.0),
+        ),
+        natural_termination_factor: r.get(
+            "yarn.preemptor.natural-termination-factor",
+            dp.natural_termination_factor,
+            fraction_above_zero,
+        ),
+        total_preemption_per_round: r.get(
+            "yarn.preemptor.total-preemption-per-round",
+            dp.total_preemption_per_round,
+            fraction_above_zero,
+        ),
+        class_cutoff_secs: r.get(
+            "yarn.preemptor.class.cutoff-seconds",
+            dp.class_cutoff_secs,
+            |s| match parse_f64(s)? {
+                v if v > 0.0 => Ok(v),
+                _ => Err("expected a number of seconds above zero".into()),
+            },
+        ),
+        seed: r.get("yarn.preemptor.seed", dp.seed, parse_unsigned),
+        kill: KillSettings {
+            max_wait_before_kill_ms: r.get(
+                "yarn.preemptor.kill.max-wait-before-kill-ms",
+                dp.kill.max_wait_before_kill_ms,
+                parse_duration_ms,
+            ),
+        },
+        suspend: read_suspend(r, &dp.suspend),
+        graceful: read_graceful(r, &dp.graceful),
+        las: LasSettings {
+            quantum_ms: r.get(
+                "yarn.preemptor.las.quantum-ms",
+                dp.las.quantum_ms,
+                parse_positive_duration_ms,
+            ),
+            extra_slots: r.get(
+                "yarn.preemptor.las.extra-slots",
+                dp.las.extra_slots,
+                parse_unsigned,
+            ),
+            starvation_preemptions: r.get(
+                "yarn.preemptor.las.starvation-preemptions",
+                dp.las.starvation_preemptions,
+                parse_unsigned,
+            ),
+            starvation_quantum_multiplier: r.get(
+                "yarn.preemptor.las.starvation-quantum-multiplier",
+                dp.las.starvation_quantum_multiplier,
+                parse_positive,
+            ),
+        },
+        dice: read_dice(r, &dp.dice),
+        adaptive: AdaptiveSettings {
+            mapping: r.get(
+                "yarn.preemptor.adaptive.mapping",
+                dp.adaptive.mapping,
+                parse_adaptive_mapping,
+            ),
+            fallback: r.get(
+                "yarn.preemptor.adaptive.fallback",
+                dp.adaptive.fallback,
+                concrete_policy,
+            ),
+        },
+    };
+    let agent = AgentSettings {
+        port: r.get("yarn.preemptor.agent.port", d.agent.port, parse_positive),
+        addresses: r.get("yarn.preemptor.agent.addresses", d.agent.addresses, |s| {
+            parse_list(s)
+                .iter()
+                .map(|pair| {
+                    let (host, url) = pair
+                        .split_once('=')
+                        .ok_or_else(|| format!("{pair:?} is not nm-host=agent-url"))?;
+                    let host = host.trim();
+                    if host.is_empty() {
+                        return Err(format!("{pair:?} has no NodeManager host"));
+                    }
+                    Ok((host.to_string(), http_address(url.trim())?))
+                })
+                .collect()
+        }),
+        token_file: r.get(
+            "yarn.preemptor.agent.token-file",
+            d.agent.token_file,
+            parse_path,
+        ),
+        lease_timeout_ms: r.get(
+            "yarn.preemptor.agent.lease-timeout-ms",
+            d.agent.lease_timeout_ms,
+            parse_positive_duration_ms,
+        ),
+        request_timeout_ms: r.get(
+            "yarn.preemptor.agent.request-timeout-ms",
+            d.agent.request_timeout_ms,
+            parse_positive_duration_ms,
+        ),
+        max_retries: r.get(
+            "yarn.preemptor.agent.max-retries",
+            d.agent.max_retries,
+            parse_unsigned,
+        ),
+        swap_threshold_pages_per_sec: r.get(
+            "yarn.preemptor.agent.swap-threshold-pages-per-sec",
+            d.agent.swap_threshold_pages_per_sec,
+            parse_positive,
+        ),
+    };
+    let controller = ControllerSettings {
+        listen: r.get(
+            "yarn.preemptor.controller.listen",
+            d.controller.listen,
+            parse_socket_addr,
+        ),
+        token_file: r.get(
+            "yarn.preemptor.controller.token-file",
+            d.controller.token_file,
+            parse_path,
+        ),
+        proxy_listen: r.opt("yarn.preemptor.proxy.listen", parse_socket_addr),
+        routes: r.get("yarn.preemptor.proxy.routes", d.controller.routes, |s| {
+            parse_list(s).iter().map(|rule| parse_route(rule)).collect()
+        }),
+    };
+    let log = LogSettings {
+        format: r.get("yarn.preemptor.log.format", d.log.format, |s| {
+            match s.trim().to_ascii_lowercase().as_str() {
+                "text" => Ok(LogFormat::Text),
+                "json" => Ok(LogFormat::Json),
+                _ => Err("expected text or json".into()),
+            }
+        }),
+    };
+    PreemptorSettings {
+        rm,
+        policy,
+        agent,
+        controller,
+        log,
+    }
+}
+
+fn read_suspend(r: &mut Reader<'_>, d: &SuspendSettings) -> SuspendSettings {
+    SuspendSettings {
+        footprint: Limits {
+            memory_mb: r.get(
+                "yarn.preemptor.suspend.footprint-memory-mb",
+                d.footprint.memory_mb,
+                |s| match parse_unsigned(s)? {
+                    v if v >= DOCKER_MIN_MEMORY_MB => Ok(v),
+                    _ => Err(format!(
+                        "expected at least {DOCKER_MIN_MEMORY_MB} (Docker's smallest memory limit)"
+                    )),
+                },
+            ),
+            cpu_millis: r.get(
+                "yarn.preemptor.suspend.footprint-cpu-percent",
+                d.footprint.cpu_millis,
+                // One percent is the smallest CFS quota Docker takes (1000 of 100000 us).
+                |s| parse_f64_in(s, 1.0, 100.0).map(|p| (p * 10.0).round() as u32),
+            ),
+        },
+        resume_delay: r.get(
+            "yarn.preemptor.suspend.resume-delay",
+            d.resume_delay,
+            parse_unsigned,
+        ),
+    }
+}
+
+fn read_graceful(r: &mut Reader<'_>, d: &GracefulSettings) -> GracefulSettings {
+    const MEMORY: &str = "yarn.preemptor.graceful.step-memory-mb";
+    const VCORES: &str = "yarn.preemptor.graceful.step-vcores";
+    let step = Resource::new(
+        r.get(MEMORY, d.step.memory_mb, parse_unsigned),
+        r.get(VCORES, d.step.vcores, parse_unsigned),
+    );
+    if step.is_zero() {
+        r.cross_check(
+            &[MEMORY, VCORES],
+            "the graceful step cannot be zero in both memory and vcores",
+        );
+    }
+    GracefulSettings { step }
+}
+
+fn read_dice(r: &mut Reader<'_>, d: &DiceSettings) -> DiceSettings {
+    const MIN_SHORT: &str = "yarn.preemptor.dice.min-short-fraction";
+    const EXTRA: &str = "yarn.preemptor.dice.max-short-extra-fraction";
+    let dice = DiceSettings {
+        window_ms: r.get(
+            "yarn.preemptor.dice.window-ms",
+            d.window_ms,
+            parse_positive_duration_ms,
+        ),
+        max_task_waiting_ms: r.get(
+            "yarn.preemptor.dice.max-task-waiting-ms",
+            d.max_task_waiting_ms,
+            parse_positive_duration_ms,
+        ),
+        sizing_enabled: r.get(
+            "yarn.preemptor.dice.sizing.enabled",
+            d.sizing_enabled,
+            parse_bool,
+        ),
+        sizing_model: r.get("yarn.preemptor.dice.sizing.model", d.sizing_model, |s| {
+            s.parse()
+        }),
+        min_short_fraction: r
+            .opt(MIN_SHORT, |s| parse_f64_in(s, 0.0, 1.0))
+            .or(d.min_short_fraction),
+        max_short_extra_fraction: r.get(EXTRA, d.max_short_extra_fraction, |s| {
+            parse_f64_in(s, 0.0, 1.0)
+        }),
+        preemption_enabled: r.get(
+            "yarn.preemptor.dice.preemption.enabled",
+            d.preemption_enabled,
+            parse_bool,
+        ),
+        preemption_model: r.get(
+            "yarn.preemptor.dice.preemption.model",
+            d.preemption_model,
+            |s| s.parse(),
+        ),
+        multiplier: r.get(
+            "yarn.preemptor.dice.preemption.multiplier",
+            d.multiplier,
+            |s| match parse_f64(s)? {
+                v if v >= 0.0 => Ok(v),
+                _ => Err("expected a non-negative number".into()),
+            },
+        ),
+        max_suspensions: r.get(
+            "yarn.preemptor.dice.preemption.max-suspensions",
+            d.max_suspensions,
+            parse_positive,
+        ),
+        suspension_timeout_ms: r.get(
+            "yarn.preemptor.dice.preemption.suspension-timeout-ms",
+            d.suspension_timeout_ms,
+            parse_positive_duration_ms,
+        ),
+    };
+    if let Some(min) = dice.min_short_fraction {
+        if min + dice.max_short_extra_fraction > 1.0 {
+            r.cross_check(
+                &[MIN_SHORT, EXTRA],
+                "min-short-fraction plus max-short-extra-fraction cannot exceed 1 (the whole cluster)",
+            );
+        }
+    }
+    dice
+}
+
+/// Docker refuses memory limits below 6 MB.
+const DOCKER_MIN_MEMORY_MB: u64 = 6;
+
+fn fraction_above_zero(s: &str) -> Result<f64, String> {
+    match parse_f64(s)? {
+        v if v > 0.0 && v <= 1.0 => Ok(v),
+        _ => Err("expected a fraction above 0, up to 1".into()),
+    }
+}
+
+/// A policy that decides by itself (adaptive only dispatches to these).
+fn concrete_policy(s: &str) -> Result<PolicyKind, String> {
+    match s.parse()? {
+        PolicyKind::Adaptive => Err("adaptive cannot dispatch to itself".into()),
+        p => Ok(p),
+    }
+}
+
+fn parse_adaptive_mapping(s: &str) -> Result<Vec<(String, PolicyKind)>, String> {
+    let mut out: Vec<(String, PolicyKind)> = Vec::new();
+    for pair in parse_list(s) {
+        let (app_type, policy) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("{pair:?} is not applicationType=policy"))?;
+        let app_type = app_type.trim();
+        if app_type.is_empty() {
+            return Err(format!("{pair:?} has no applicationType"));
+        }
+        if out.iter().any(|(t, _)| t.eq_ignore_ascii_case(app_type)) {
+            return Err(format!("applicationType {app_type:?} is mapped twice"));
+        }
+        out.push((app_type.to_string(), concrete_policy(policy)?));
+    }
+    Ok(out)
+}
+
+fn parse_route(rule: &str) -> Result<RouteRule, String> {
+    let shape = || format!("{rule:?} is not tag:<tag>=<queue> or type:<applicationType>=<queue>");
+    let (matcher, queue) = rule.split_once('=').ok_or_else(shape)?;
+    let (kind, value) = matcher.split_once(':').ok_or_else(shape)?;
+    let (value, queue) = (value.trim(), queue.trim());
+    if value.is_empty() || queue.is_empty() {
+        return Err(shape());
+    }
+    let matcher = match kind.trim() {
+        "tag" => RouteMatch::Tag(value.to_string()),
+        "type" => RouteMatch::ApplicationType(value.to_string()),
+        _ => return Err(shape()),
+    };
+    Ok(RouteRule {
+        matcher,
+        queue: queue.to_string(),
+    })
+}
+
+fn parse_path(s: &str) -> Result<PathBuf, String> {
+    match s.trim() {
+        "" => Err("expected a file path".into()),
+        p => Ok(PathBuf::from(p)),
+    }
+}
+
+fn parse_socket_addr(s: &str) -> Result<SocketAddr, String> {
+    s.trim().parse().map_err(|_| {
+        "expected IP:port, e.g. 127.0.0.1:8090 (host names are not resolved here)".into()
+    })
+}
+
+/// `host:port` (as in yarn.resourcemanager.webapp.address) or `http://host:port`,
+/// normalised to the latter without a trailing slash. This build speaks plain HTTP.
+fn http_address(s: &str) -> Result<String, String> {
+    let t = s.trim().trim_end_matches('/');
+    if t.starts_with("https://") {
+        return Err(format!(
+            "{t:?}: https is not supported by this build; use the RM's http address"
+        ));
+    }
+    let rest = t.strip_prefix("http://").unwrap_or(t);
+    if rest.contains("://") {
+        return Err(format!("{t:?}: expected host:port or http://host:port"));
+    }
+    let (host, port) = rest
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{t:?}: expected host:port or http://host:port"))?;
+    if host.is_empty() || host.contains('/') || port.parse::<u16>().map_or(true, |p| p == 0) {
+        return Err(format!("{t:?}: expected host:port or http://host:port"));
+    }
+    Ok(format!("http://{rest}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn conf(pairs: &[(&str, &str)]) -> Configuration {
+        let mut xml = String::from("<configuration>\n");
+        for (k, v) in pairs {
+            xml.push_str(&format!(
+                "<property><name>{k}</name><value>{v}</value></property>\n"
+            ));
+        }
+        xml.push_str("</configuration>\n");
+        let mut c = Configuration::with_env(HashMap::new());
+        c.add_str("preemptor-site.xml", &xml).unwrap();
+        c
+    }
+
+    fn errors(pairs: &[(&str, &str)]) -> Vec<String> {
+        match PreemptorSettings::from_conf(&conf(pairs)) {
+            Ok(s) => panic!("accepted {pairs:?}: {s:?}"),
+            Err(e) => e.errors.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    #[test]
+    fn an_empty_file_gives_the_defaults() {
+        let s = PreemptorSettings::from_conf(&conf(&[])).unwrap();
+        assert_eq!(s, PreemptorSettings::default());
+        assert_eq!(s.policy.suspend.footprint, Limits::MIN_FOOTPRINT);
+    }
+
+    #[test]
+    fn every_kind_of_value_is_read() {
+        let s = PreemptorSettings::from_conf(&conf(&[
+            (
+                "yarn.preemptor.rm.address",
+                "rm1:8088, http://rm2.example.com:8088/",
+            ),
+            ("yarn.preemptor.rm.user-name", " yarn "),
+            ("yarn.preemptor.rm.request-timeout-ms", "10s"),
+            ("yarn.preemptor.policy", "Immediate"),
+            ("yarn.preemptor.monitoring-interval-ms", "1500"),
+            ("yarn.preemptor.observe-only", "TRUE"),
+            ("yarn.preemptor.max-ignored-over-capacity", "0"),
+            ("yarn.preemptor.total-preemption-per-round", "1"),
+            ("yarn.preemptor.seed", "0x10"),
+            ("yarn.preemptor.suspend.footprint-memory-mb", "128"),
+            ("yarn.preemptor.suspend.footprint-cpu-percent", "2.5"),
+            ("yarn.preemptor.graceful.step-vcores", "0"),
+            ("yarn.preemptor.las.quantum-ms", "1m"),
+            ("yarn.preemptor.dice.sizing.model", "sqrt"),
+            ("yarn.preemptor.dice.min-short-fraction", "0.02"),
+            (
+                "yarn.preemptor.adaptive.mapping",
+                "MAPREDUCE=kill, spark=las",
+            ),
+            (
+                "yarn.preemptor.agent.addresses",
+                "nm1=10.0.0.1:8049,nm2=http://10.0.0.2:9000",
+            ),
+            ("yarn.preemptor.controller.listen", "0.0.0.0:9090"),
+            ("yarn.preemptor.proxy.listen", "127.0.0.1:8089"),
+            (
+                "yarn.preemptor.proxy.routes",
+                "tag:interactive=short, type:MAPREDUCE=long",
+            ),
+            ("yarn.preemptor.log.format", "json"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            s.rm.addresses,
+            ["http://rm1:8088", "http://rm2.example.com:8088"]
+        );
+        assert_eq!(s.rm.user_name.as_deref(), Some("yarn"));
+        assert_eq!(s.rm.request_timeout_ms, 10_000);
+        assert_eq!(s.policy.kind, PolicyKind::Immediate);
+        assert_eq!(s.policy.monitoring_interval_ms, 1500);
+        assert!(s.policy.observe_only);
+        assert_eq!(s.policy.max_ignored_over_capacity, 0.0);
+        assert_eq!(s.policy.total_preemption_per_round, 1.0);
+        assert_eq!(s.policy.seed, 16);
+        assert_eq!(s.policy.suspend.footprint, Limits::new(128, 25));
+        assert_eq!(s.policy.graceful.step, Resource::new(4096, 0));
+        assert_eq!(s.policy.las.quantum_ms, 60_000);
+        assert_eq!(s.policy.dice.sizing_model, DiceModel::SquareRoot);
+        assert_eq!(s.policy.dice.min_short_fraction, Some(0.02));
+        assert_eq!(
+            s.policy.adaptive.mapping,
+            [
+                ("MAPREDUCE".to_string(), PolicyKind::Kill),
+                ("spark".to_string(), PolicyKind::Las)
+            ]
+        );
+        assert_eq!(
+            s.agent.addresses,
+            [
+                ("nm1".to_string(), "http://10.0.0.1:8049".to_string()),
+                ("nm2".to_string(), "http://10.0.0.2:9000".to_string())
+            ]
+        );
+        assert_eq!(s.controller.listen, SocketAddr::from(([0, 0, 0, 0], 9090)));
+        assert_eq!(
+            s.controller.proxy_listen,
+            Some(SocketAddr::from(([127, 0, 0, 1], 8089)))
+        );
+        assert_eq!(
+            s.controller.routes,
+            [
+                RouteRule {
+                    matcher: RouteMatch::Tag("interactive".into()),
+                    queue: "short".into()
+                },
+                RouteRule {
+                    matcher: RouteMatch::ApplicationType("MAPREDUCE".into()),
+                    queue: "long".into()
+                }
+            ]
+        );
+        assert_eq!(s.log.format, LogFormat::Json);
+    }
+
+    #[test]
+    fn bad_values_are_all_reported_with_their_line() {
+        let e = errors(&[
+            ("yarn.preemptor.policy", "suspend"),
+            ("yarn.preemptor.monitoring-interval-ms", "0"),
+            ("yarn.preemptor.observe-only", "yes"),
+            ("yarn.preemptor.natural-termination-factor", "0"),
+            ("yarn.preemptor.agent.port", "70000"),
+            ("yarn.preemptor.rm.address", "https://rm:8443"),
+            ("yarn.preemptor.controller.listen", "localhost:8090"),
+            ("yarn.preemptor.suspend.footprint-memory-mb", "4"),
+            ("yarn.preemptor.suspend.footprint-cpu-percent", "0.5"),
+            ("yarn.preemptor.adaptive.fallback", "adaptive"),
+            ("yarn.preemptor.proxy.routes", "queue:x=y"),
+            ("yarn.preemptor.log.format", "xml"),
+        ]);
+        assert_eq!(e.len(), 12, "{e:#?}");
+        for (i, msg) in e.iter().enumerate() {
+            assert!(
+                msg.starts_with(&format!("preemptor-site.xml:{}:", i + 2)),
+                "{msg}"
+            );
+        }
+        assert!(
+            e[0].contains("yarn.preemptor.policy = \"suspend\": unknown policy"),
+            "{}",
+            e[0]
+        );
+        assert!(e[5].contains("https is not supported"), "{}", e[5]);
+    }
+
+    #[test]
+    fn rules_across_keys_are_checked() {
+        let e = errors(&[
+            ("yarn.preemptor.graceful.step-memory-mb", "0"),
+            ("yarn.preemptor.graceful.step-vcores", "0"),
+        ]);
+        assert_eq!(e.len(), 1);
+        assert!(e[0].contains("step-memory-mb"), "{}", e[0]);
+        let e = errors(&[
+            ("yarn.preemptor.dice.min-short-fraction", "0.95"),
+            ("yarn.preemptor.dice.max-short-extra-fraction", "0.08"),
+        ]);
+        assert!(e[0].contains("cannot exceed 1"), "{}", e[0]);
+        let e = errors(&[("yarn.preemptor.adaptive.mapping", "SPARK=kill,spark=las")]);
+        assert!(e[0].contains("mapped twice"), "{}", e[0]);
+    }
+
+    #[test]
+    fn unknown_keys_get_a_suggestion() {
+        let c = conf(&[
+            ("yarn.preemptor.monitoring-interval", "3000"),
+            ("yarn.preemptor.las.quantum", "10s"),
+            ("yarn.preemptor.completely.different.thing", "1"),
+            ("yarn.resourcemanager.address", "not ours"),
+        ]);
+        let (s, w) = PreemptorSettings::from_conf_with_warnings(&c).unwrap();
+        assert_eq!(s, PreemptorSettings::default());
+        let w: Vec<String> = w.iter().map(ToString::to_string).collect();
+        assert_eq!(w.len(), 3, "{w:#?}");
+        assert!(
+            w.iter().any(|w| w.starts_with("preemptor-site.xml:3:")
+                && w.ends_with("(did you mean yarn.preemptor.las.quantum-ms?)")),
+            "{w:#?}"
+        );
+        assert!(
+            w.iter()
+                .any(|w| w.contains("did you mean yarn.preemptor.monitoring-interval-ms?")),
+            "{w:#?}"
+        );
+        assert!(
+            w.iter()
+                .any(|w| w.ends_with("unknown key yarn.preemptor.completely.different.thing")),
+            "{w:#?}"
+        );
+    }
+
+    #[test]
+    fn variables_and_their_errors_reach_settings() {
+        let mut env = HashMap::new();
+        env.insert("RM_HOST".to_string(), "rm.example.com".to_string());
+        let mut c = Configuration::with_env(env);
+        c.add_str(
+            "p.xml",
+            "<configuration>\
+             <property><name>yarn.preemptor.rm.address</name><value>${env.RM_HOST}:8088</value></property>\
+             <property><name>yarn.preemptor.agent.token-file</name><value>${token.dir}/agent.token</value></property>\
+             </configuration>",
+        )
+        .unwrap();
+        let e = PreemptorSettings::from_conf(&c).unwrap_err();
+        assert_eq!(e.errors.len(), 1);
+        assert!(
+            matches!(e.errors[0], ConfigError::UnresolvedVariable { ref var, .. } if var == "token.dir")
+        );
+    }
+
+    #[test]
+    fn known_keys_are_unique_and_prefixed() {
+        let keys = PreemptorSettings::known_keys();
+        let unique: std::collections::BTreeSet<_> = keys.iter().collect();
+        assert_eq!(unique.len(), keys.len());
+        assert!(keys.iter().all(|k| k.starts_with(PREFIX)));
+        assert!(keys.len() >= 40, "{}", keys.len());
     }
 }

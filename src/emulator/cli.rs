@@ -10,8 +10,9 @@ use crate::resources::Resource;
 use crate::yarn::dto::YarnApplicationState;
 
 use super::mix::{self, MixConfig};
-use super::queues::{QueueSetup, embedded_default};
+use super::queues::QueueSetup;
 use super::{Emulator, EmulatorConfig, EmulatorError, RuntimeChoice};
+use crate::config;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum WorkloadMix {
@@ -63,8 +64,9 @@ pub struct EmulateArgs {
     /// emulated vcores, so that a full cluster uses the whole machine.
     #[arg(long)]
     pub cpu_scale: Option<f64>,
-    /// Hadoop configuration directory (capacity-scheduler.xml).
-    #[arg(long, default_value = "hadoop-conf")]
+    /// Hadoop configuration directory; its capacity-scheduler.xml defines the queues. When
+    /// the default ./hadoop-conf is absent, the example built into preemptor is used.
+    #[arg(long, default_value = DEFAULT_CONF_DIR)]
     pub conf_dir: PathBuf,
     /// Submit a workload mix.
     #[arg(long, value_enum, default_value_t = WorkloadMix::None)]
@@ -90,24 +92,38 @@ pub struct EmulateArgs {
     pub image: Option<String>,
 }
 
-/// The queue tree for `conf_dir`. The capacity-scheduler.xml reader is not in this build
-/// yet, so an existing file is reported and the embedded tree used instead.
-fn queue_setup(conf_dir: &Path, cluster: Resource) -> (QueueSetup, String) {
-    let file = conf_dir.join("capacity-scheduler.xml");
-    let tree = "root.default 10%, root.long 60%, root.short 30%, each elastic to 100%";
-    if file.exists() {
-        tracing::warn!(file = %file.display(),
-            "this build cannot read capacity-scheduler.xml yet (the configuration reader has not landed); using the embedded queue tree");
+const DEFAULT_CONF_DIR: &str = "hadoop-conf";
+
+/// The queue tree: `conf_dir/capacity-scheduler.xml`, or, when the default directory is
+/// absent, the example shipped in the binary. Returns a line saying which.
+fn queue_setup(conf_dir: &Path, cluster: Resource) -> Result<(QueueSetup, String), EmulatorError> {
+    let (loaded, source) = if conf_dir == Path::new(DEFAULT_CONF_DIR) && !conf_dir.exists() {
         (
-            embedded_default(cluster),
-            format!(
-                "embedded ({tree}); {} NOT read by this build",
-                file.display()
-            ),
+            config::load_embedded_default(),
+            "the example capacity-scheduler.xml built into preemptor".to_string(),
         )
     } else {
-        (embedded_default(cluster), format!("embedded ({tree})"))
+        (
+            config::load_dir(conf_dir),
+            conf_dir
+                .join("capacity-scheduler.xml")
+                .display()
+                .to_string(),
+        )
+    };
+    let loaded = loaded.map_err(|e| EmulatorError::Config(format!("{source}: {e}")))?;
+    for w in &loaded.warnings {
+        tracing::warn!("{w}");
     }
+    let leaves: Vec<String> = loaded
+        .queues
+        .leaves()
+        .map(|q| format!("{} {}", q.path, q.capacities.capacity))
+        .collect();
+    Ok((
+        QueueSetup::from_config(&loaded.queues, cluster),
+        format!("{} (from {source})", leaves.join(", ")),
+    ))
 }
 
 pub async fn run(args: EmulateArgs) -> Result<(), EmulatorError> {
@@ -141,7 +157,7 @@ pub async fn run(args: EmulateArgs) -> Result<(), EmulatorError> {
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let (queues, queue_note) = queue_setup(&args.conf_dir, cluster);
+    let (queues, queue_note) = queue_setup(&args.conf_dir, cluster)?;
     let config = EmulatorConfig {
         rm_addr: SocketAddr::new(args.bind, args.rm_port),
         nm_addrs,

@@ -58,7 +58,8 @@ pub struct EmulatorConfig {
     pub cpu_scale: f64,
     /// Workload image for the Docker runtime; built from `preemptor-workload` when `None`.
     pub image: Option<String>,
-    /// Queues; `None` uses [`queues::embedded_default`] for the cluster's size.
+    /// Queues; `None` uses the capacity-scheduler.xml shipped in `hadoop-conf/`
+    /// ([`crate::config::load_embedded_default`]).
     pub queues: Option<QueueSetup>,
     pub heartbeat_interval: Duration,
     /// yarn.scheduler.minimum-allocation-mb / -vcores: the smallest container.
@@ -362,10 +363,15 @@ impl Emulator {
             ));
         }
         let cluster_resource = config.node_resource.scale(config.nm_addrs.len() as f64);
-        let setup = config
-            .queues
-            .clone()
-            .unwrap_or_else(|| queues::embedded_default(cluster_resource));
+        let setup = match config.queues.clone() {
+            Some(s) => s,
+            None => {
+                let loaded = crate::config::load_embedded_default().map_err(|e| {
+                    EmulatorError::Config(format!("the embedded capacity-scheduler.xml: {e}"))
+                })?;
+                QueueSetup::from_config(&loaded.queues, cluster_resource)
+            }
+        };
         let tree = QueueTree::build(&setup)?;
         // Bind everything before touching Docker, so a busy port fails fast.
         let rm_listener = bind(config.rm_addr).await?;

@@ -277,35 +277,42 @@ impl QueueTree {
     }
 }
 
-/// The queue tree used when no capacity-scheduler.xml is given: `root.default` 10%,
-/// `root.long` 60%, `root.short` 30%, every queue elastic up to 100%.
-pub fn embedded_default(cluster: Resource) -> QueueSetup {
-    use crate::cluster::QueueIdx;
-    let q = |path: &str, parent: Option<u32>, pct: f64| Queue {
-        path: path.to_string(),
-        parent: parent.map(QueueIdx),
-        children: vec![],
-        guaranteed: cluster.scale(pct),
-        maximum: cluster,
-        preemption_disabled: false,
-        job_class: match path {
-            "root.long" => Some(crate::cluster::JobClass::Long),
-            "root.short" => Some(crate::cluster::JobClass::Short),
-            _ => None,
-        },
-        policy: None,
-        used: Resource::ZERO,
-        pending: Resource::ZERO,
-    };
-    QueueSetup {
-        queues: vec![
-            q("root", None, 1.0),
-            q("root.default", Some(0), 0.1),
-            q("root.long", Some(0), 0.6),
-            q("root.short", Some(0), 0.3),
-        ],
-        cluster,
-        labels: vec![],
+impl QueueSetup {
+    /// From the capacity-scheduler.xml queue tree: default-partition capacities through
+    /// [`crate::config::QueueTree::to_cluster_queues`], and for every node label each
+    /// accessible queue's capacity and maximum-capacity relative to its parent.
+    pub fn from_config(tree: &crate::config::QueueTree, cluster: Resource) -> QueueSetup {
+        let rel = |part: Resource, of: Resource| {
+            let f = fraction(part, of);
+            if f.is_finite() {
+                (f * 100.0).clamp(0.0, 100.0)
+            } else {
+                0.0
+            }
+        };
+        let mut labels = Vec::new();
+        for label in tree.labels() {
+            let res = tree.resources(Some(label), cluster);
+            for (i, q) in tree.queues.iter().enumerate().skip(1) {
+                if q.partition(Some(label)).is_none() || !q.accessible_node_labels.can_access(label)
+                {
+                    continue;
+                }
+                let p = q.parent.unwrap_or(0);
+                let maximum_pct = rel(res[i].maximum, res[p].maximum);
+                labels.push(QueueLabelCapacity {
+                    queue: q.path.clone(),
+                    label: label.to_string(),
+                    capacity_pct: rel(res[i].guaranteed, res[p].guaranteed).min(maximum_pct),
+                    maximum_capacity_pct: maximum_pct,
+                });
+            }
+        }
+        QueueSetup {
+            queues: tree.to_cluster_queues(cluster),
+            cluster,
+            labels,
+        }
     }
 }
 
@@ -400,9 +407,43 @@ mod tests {
     }
 
     #[test]
-    fn embedded_default_is_a_valid_tree() {
-        let t = QueueTree::build(&embedded_default(Resource::new(32768, 32))).unwrap();
-        assert_eq!(t.queues.len(), 4);
-        assert!(t.leaf_by_name("short").is_some());
+    fn the_shipped_capacity_scheduler_xml_becomes_a_scheduling_tree() {
+        let loaded = crate::config::load_embedded_default().unwrap();
+        let setup = QueueSetup::from_config(&loaded.queues, Resource::new(32768, 32));
+        let t = QueueTree::build(&setup).unwrap();
+        let short = t.leaf_by_name("short").unwrap();
+        let c = t.queues[short].capacity(DEFAULT_PARTITION).unwrap();
+        assert!((c.capacity_pct - 95.0).abs() < 0.01, "{c:?}");
+        assert!((c.absolute_max - 1.0).abs() < 1e-9);
+        assert!(t.leaf_by_name("long").is_some());
+    }
+
+    #[test]
+    fn label_capacities_come_from_accessible_node_labels() {
+        let xml = r#"<configuration>
+          <property><name>yarn.scheduler.capacity.root.queues</name><value>a,b</value></property>
+          <property><name>yarn.scheduler.capacity.root.accessible-node-labels.x.capacity</name><value>100</value></property>
+          <property><name>yarn.scheduler.capacity.root.a.capacity</name><value>30</value></property>
+          <property><name>yarn.scheduler.capacity.root.b.capacity</name><value>70</value></property>
+          <property><name>yarn.scheduler.capacity.root.a.accessible-node-labels</name><value>x</value></property>
+          <property><name>yarn.scheduler.capacity.root.a.accessible-node-labels.x.capacity</name><value>100</value></property>
+          <property><name>yarn.scheduler.capacity.root.a.accessible-node-labels.x.maximum-capacity</name><value>100</value></property>
+        </configuration>"#;
+        let mut conf = crate::config::xml::Configuration::new();
+        conf.add_str("capacity-scheduler.xml", xml).unwrap();
+        let tree = crate::config::queues::QueueTree::from_conf(&conf).unwrap();
+        let setup = QueueSetup::from_config(&tree, Resource::new(10240, 10));
+        assert_eq!(
+            setup.labels,
+            vec![QueueLabelCapacity {
+                queue: "root.a".into(),
+                label: "x".into(),
+                capacity_pct: 100.0,
+                maximum_capacity_pct: 100.0,
+            }]
+        );
+        let t = QueueTree::build(&setup).unwrap();
+        assert!(t.queues[1].capacity("x").is_some());
+        assert!(t.queues[2].capacity("x").is_none());
     }
 }

@@ -190,23 +190,27 @@ impl WorkloadSpec {
         self.args.get(i + 1)?.parse().ok()
     }
 
-    /// How long a task lasts under the simulated runtime: `simulatedDurationMs`, else a
-    /// rough estimate from the kernel's size flags (about what one core of this machine
-    /// takes), at least one second.
+    /// How long a task lasts under the simulated runtime: `simulatedDurationMs`, else the
+    /// CPU time one core of this machine needs for the kernel's size flags (per-unit costs
+    /// from the single-thread measurements in docs/workload.md), at least one second.
     pub fn simulated_duration_ms(&self) -> u64 {
         if let Some(d) = self.simulated_duration_ms {
             return d;
         }
         let f = |name: &str, default: f64| self.flag(name).unwrap_or(default);
         let ms = match self.kernel {
-            Kernel::Burn => f("--iterations", 100.0) * f("--rounds-millions", 5.0) * 3.0,
-            Kernel::Tpch => f("--scale", 0.1) * 40_000.0,
-            Kernel::Wordcount => f("--size-mb", 128.0) * 40.0,
-            Kernel::Terasort => f("--size-mb", 128.0) * 60.0,
+            Kernel::Burn => f("--iterations", 100.0) * f("--rounds-millions", 5.0) * 2.4,
+            Kernel::Tpch => f("--scale", 30.0) * 430.0,
+            Kernel::Wordcount => f("--size-mb", 4096.0) * 4.1,
+            Kernel::Terasort => f("--size-mb", 2048.0) * 5.4,
             Kernel::Kmeans => {
-                f("--points", 100_000.0) * f("--k", 8.0) * f("--iterations", 10.0) * 2e-4
+                f("--points", 2e6)
+                    * f("--k", 10.0)
+                    * f("--iterations", 100.0)
+                    * f("--dimensions", 20.0)
+                    * 3.7e-7
             }
-            Kernel::Pagerank => f("--pages", 100_000.0) * f("--iterations", 10.0) * 5e-3,
+            Kernel::Pagerank => f("--pages", 4e6) * f("--iterations", 100.0) * 5.2e-5,
         };
         if ms.is_finite() {
             (ms as u64).max(1000)
@@ -317,22 +321,24 @@ impl HibenchTpchMix {
             .min(self.cluster.vcores as u64)
             .max(1);
         let tasks = (slots / 4).clamp(1, 64) as u32;
+        // Sizes for about 5 to 12 CPU-seconds per task (docs/workload.md), which a
+        // container's share of this machine stretches to minutes: long jobs.
         let args: Vec<String> = match kernel {
-            Kernel::Wordcount => vec!["--size-mb".into(), self.pick(&[192, 256, 384])],
-            Kernel::Terasort => vec!["--size-mb".into(), self.pick(&[128, 192, 256])],
+            Kernel::Wordcount => vec!["--size-mb".into(), self.pick(&[1536, 2048, 3072])],
+            Kernel::Terasort => vec!["--size-mb".into(), self.pick(&[768, 1024, 1280])],
             Kernel::Kmeans => vec![
                 "--points".into(),
-                self.pick(&[200_000, 300_000]),
+                self.pick(&[500_000, 750_000]),
                 "--k".into(),
-                "8".into(),
+                "10".into(),
                 "--iterations".into(),
-                self.pick(&[15, 20, 30]),
+                self.pick(&[100, 150, 200]),
             ],
             _ => vec![
                 "--pages".into(),
-                self.pick(&[200_000, 400_000]),
+                self.pick(&[1_000_000, 1_500_000]),
                 "--iterations".into(),
-                self.pick(&[10, 15, 20]),
+                self.pick(&[100, 150]),
             ],
         };
         MixJob {
@@ -367,7 +373,7 @@ impl HibenchTpchMix {
                             "--query".into(),
                             query.into(),
                             "--scale".into(),
-                            self.pick_str(&["0.05", "0.1"]),
+                            self.pick_str(&["0.2", "0.5"]),
                         ],
                         tasks: 2,
                         memory_mb: 1024,
@@ -450,10 +456,10 @@ mod tests {
     #[test]
     fn durations_follow_the_size_flags() {
         let mut s = WorkloadSpec::parse(
-            r#"{"kernel":"wordcount","args":["--size-mb","100"],"tasks":1,"memoryMb":1,"vcores":1}"#,
+            r#"{"kernel":"wordcount","args":["--size-mb","1000"],"tasks":1,"memoryMb":1,"vcores":1}"#,
         )
         .unwrap();
-        assert_eq!(s.simulated_duration_ms(), 4000);
+        assert_eq!(s.simulated_duration_ms(), 4100);
         s.simulated_duration_ms = Some(10);
         assert_eq!(s.simulated_duration_ms(), 10);
     }
