@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use crate::resources::Resource;
 use crate::yarn::dto::{AppsResponse, NewApplication};
 
-use super::workload::{HibenchTpchMix, MixJob};
+use super::workload::{HibenchTpchMix, MIX_AM, MixJob};
 
 #[derive(Clone, Debug)]
 pub struct MixConfig {
@@ -43,8 +43,6 @@ pub enum MixError {
         body: String,
     },
 }
-
-const AM_RESOURCE: Resource = Resource::new(1024, 1);
 
 struct Client {
     http: reqwest::Client,
@@ -97,7 +95,7 @@ impl Client {
             &job.name,
             &job.queue,
             job.tags.clone(),
-            AM_RESOURCE,
+            MIX_AM,
         );
         let url = format!("{}/ws/v1/cluster/apps", self.rm);
         let req = self
@@ -160,7 +158,7 @@ pub async fn run(config: MixConfig, cancel: CancellationToken) -> Result<MixStat
                     match client.submit(&job).await {
                         Ok(id) => {
                             let total =
-                                job.spec.task_resource().scale(job.spec.tasks as f64) + AM_RESOURCE;
+                                job.spec.task_resource().scale(job.spec.tasks as f64) + MIX_AM;
                             tracing::info!(app = %id, name = %job.name, queue = %job.queue, tasks = job.spec.tasks, "mix: long job submitted");
                             long_demand.insert(id, total);
                             stats.long_submitted += 1;

@@ -274,6 +274,10 @@ pub struct HibenchTpchMix {
     short_seq: u64,
 }
 
+/// Size of a long job's task, and of every mix application's AM.
+pub const LONG_TASK: Resource = Resource::new(2048, 1);
+pub const MIX_AM: Resource = Resource::new(1024, 1);
+
 const LONG_KERNELS: [Kernel; 4] = [
     Kernel::Wordcount,
     Kernel::Terasort,
@@ -298,29 +302,31 @@ impl HibenchTpchMix {
 
     /// Long jobs to submit now, given what long jobs hold and ask for already: enough to
     /// bring their demand up to the fill target, at least one task each.
+    /// Long jobs to submit now, given what long jobs hold and ask for already (tasks and
+    /// AMs): enough to bring that demand to the fill target. Each job takes up to a quarter
+    /// of the cluster; the last one is cut to what is left.
     pub fn top_up(&mut self, long_demand: Resource) -> Vec<MixJob> {
-        let target = self.cluster.scale(self.long_fill);
-        let mut demand = long_demand;
+        let share = |r: Resource| r.dominant_share(&self.cluster);
+        let task_share = share(LONG_TASK);
+        let am_share = share(MIX_AM);
+        let slots = (self.cluster.memory_mb / LONG_TASK.memory_mb)
+            .min(u64::from(self.cluster.vcores / LONG_TASK.vcores.max(1)))
+            .max(1);
+        let max_tasks = (slots / 4).clamp(1, 64);
+        let mut demand = share(long_demand);
         let mut jobs = Vec::new();
-        while demand.dominant_share(&self.cluster) < target.dominant_share(&self.cluster)
-            && jobs.len() < 16
-        {
-            let job = self.next_long();
-            let total = job.spec.task_resource().scale(job.spec.tasks as f64);
-            demand += total;
-            jobs.push(job);
+        while demand < self.long_fill && jobs.len() < 16 && task_share > 0.0 {
+            let missing = self.long_fill - demand - am_share;
+            let tasks = ((missing / task_share).ceil().max(1.0) as u64).min(max_tasks);
+            demand += am_share + tasks as f64 * task_share;
+            jobs.push(self.next_long(tasks as u32));
         }
         jobs
     }
 
-    fn next_long(&mut self) -> MixJob {
+    fn next_long(&mut self, tasks: u32) -> MixJob {
         let kernel = LONG_KERNELS[(self.long_seq % LONG_KERNELS.len() as u64) as usize];
         self.long_seq += 1;
-        // Each long job takes up to a quarter of the cluster, in (2 GB, 1 vcore) tasks.
-        let slots = (self.cluster.memory_mb / 2048)
-            .min(self.cluster.vcores as u64)
-            .max(1);
-        let tasks = (slots / 4).clamp(1, 64) as u32;
         // Sizes for about 5 to 12 CPU-seconds per task (docs/workload.md), which a
         // container's share of this machine stretches to minutes: long jobs.
         let args: Vec<String> = match kernel {
@@ -349,8 +355,8 @@ impl HibenchTpchMix {
                 kernel,
                 args,
                 tasks,
-                memory_mb: 2048,
-                vcores: 1,
+                memory_mb: LONG_TASK.memory_mb,
+                vcores: LONG_TASK.vcores,
                 max_attempts: default_max_attempts(),
                 simulated_duration_ms: None,
             },
@@ -468,13 +474,20 @@ mod tests {
     fn the_mix_fills_about_eighty_percent_and_bursts_short_queries() {
         let cluster = Resource::new(4 * 16384, 32);
         let mut mix = HibenchTpchMix::new(cluster, "long", "short", 7);
-        let jobs = mix.top_up(Resource::ZERO);
-        let demand = jobs.iter().fold(Resource::ZERO, |acc, j| {
-            acc + j.spec.task_resource().scale(j.spec.tasks as f64)
-        });
-        let share = demand.dominant_share(&cluster);
-        assert!((0.8..1.1).contains(&share), "{share}");
-        assert!(jobs.iter().all(|j| j.queue == "long"));
+        let demand = |jobs: &[MixJob]| {
+            jobs.iter().fold(Resource::ZERO, |acc, j| {
+                acc + MIX_AM + j.spec.task_resource().scale(j.spec.tasks as f64)
+            })
+        };
+        let big = mix.top_up(Resource::ZERO);
+        let share = demand(&big).dominant_share(&cluster);
+        assert!((0.8..0.9).contains(&share), "{share}");
+        // A small cluster: the last job is cut so the fill stays near 80%.
+        let small = Resource::new(2 * 8192, 16);
+        let cut = HibenchTpchMix::new(small, "long", "short", 7).top_up(Resource::ZERO);
+        let share = demand(&cut).dominant_share(&small);
+        assert!((0.8..0.9).contains(&share), "{share}");
+        assert!(big.iter().all(|j| j.queue == "long"));
         assert!(mix.top_up(cluster).is_empty());
         let burst = mix.burst();
         assert_eq!(burst.len(), 3);
@@ -485,6 +498,6 @@ mod tests {
         );
         // Same seed, same jobs.
         let mut again = HibenchTpchMix::new(cluster, "long", "short", 7);
-        assert_eq!(again.top_up(Resource::ZERO), jobs);
+        assert_eq!(again.top_up(Resource::ZERO), big);
     }
 }
