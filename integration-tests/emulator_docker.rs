@@ -91,26 +91,44 @@ fn cgroup_memory_limit(parent: &str, docker_id: &str) -> Option<u64> {
 
 const CPU_SCALE: f64 = 0.05;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn four_nodemanagers_run_four_docker_containers_each_with_yarn_limits() {
-    let Some(docker) =
-        docker_or_skip("four_nodemanagers_run_four_docker_containers_each_with_yarn_limits").await
-    else {
-        return;
-    };
+/// A Docker-runtime emulator on the test workload image, or `None` (said) without Docker.
+async fn start_docker(
+    test: &str,
+    nodes: usize,
+    node: Resource,
+    configure: impl FnOnce(&mut EmulatorConfig),
+) -> Option<(Docker, TestImage, EmulatorGuard)> {
+    let docker = docker_or_skip(test).await?;
     let image = TestImage::build(&docker, "preemptor-emulator").await;
-    // 4.5 GB and 5 vcores per node: a 512 MB AM beside four 1 GB tasks on one node, and
-    // room for exactly four tasks on every other.
-    let mut config = EmulatorConfig::local(4, Resource::new(4608, 5), RuntimeChoice::Docker);
+    let mut config = EmulatorConfig::local(nodes, node, RuntimeChoice::Docker);
     config.image = Some(image.tag.clone());
-    config.cpu_scale = CPU_SCALE;
-    config.min_allocation = Resource::new(512, 1);
     config.heartbeat_interval = Duration::from_millis(200);
+    configure(&mut config);
     let started = Emulator::start(config).await.expect("emulator starts");
-    let mut guard = EmulatorGuard {
+    let guard = EmulatorGuard {
         docker: docker.clone(),
         instance: started.instance().to_string(),
         handle: Some(started),
+    };
+    Some((docker, image, guard))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_nodemanagers_run_four_docker_containers_each_with_yarn_limits() {
+    // 4.5 GB and 5 vcores per node: a 512 MB AM beside four 1 GB tasks on one node, and
+    // room for exactly four tasks on every other.
+    let Some((docker, _image, mut guard)) = start_docker(
+        "four_nodemanagers_run_four_docker_containers_each_with_yarn_limits",
+        4,
+        Resource::new(4608, 5),
+        |c| {
+            c.cpu_scale = CPU_SCALE;
+            c.min_allocation = Resource::new(512, 1);
+        },
+    )
+    .await
+    else {
+        return;
     };
     let h = guard.handle();
     let spec = WorkloadSpec::parse(
@@ -239,21 +257,15 @@ async fn four_nodemanagers_run_four_docker_containers_each_with_yarn_limits() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_tasks_finish_the_application_and_failing_ones_fail_it() {
-    let Some(docker) =
-        docker_or_skip("real_tasks_finish_the_application_and_failing_ones_fail_it").await
+    let Some((docker, _image, mut guard)) = start_docker(
+        "real_tasks_finish_the_application_and_failing_ones_fail_it",
+        2,
+        Resource::new(4096, 4),
+        |c| c.cpu_scale = 0.1,
+    )
+    .await
     else {
         return;
-    };
-    let image = TestImage::build(&docker, "preemptor-emulator").await;
-    let mut config = EmulatorConfig::local(2, Resource::new(4096, 4), RuntimeChoice::Docker);
-    config.image = Some(image.tag.clone());
-    config.cpu_scale = 0.1;
-    config.heartbeat_interval = Duration::from_millis(200);
-    let started = Emulator::start(config).await.expect("emulator starts");
-    let mut guard = EmulatorGuard {
-        docker: docker.clone(),
-        instance: started.instance().to_string(),
-        handle: Some(started),
     };
     let h = guard.handle();
     let ok = WorkloadSpec::parse(

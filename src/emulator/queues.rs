@@ -316,6 +316,29 @@ impl QueueSetup {
     }
 }
 
+/// A queue for tests: guaranteed and maximum as fractions of `cluster`.
+#[cfg(test)]
+pub(crate) fn test_queue(
+    path: &str,
+    parent: Option<u32>,
+    cluster: Resource,
+    guaranteed: f64,
+    maximum: f64,
+) -> Queue {
+    Queue {
+        path: path.into(),
+        parent: parent.map(crate::cluster::QueueIdx),
+        children: vec![],
+        guaranteed: cluster.scale(guaranteed),
+        maximum: cluster.scale(maximum),
+        preemption_disabled: false,
+        job_class: None,
+        policy: None,
+        used: Resource::ZERO,
+        pending: Resource::ZERO,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -325,20 +348,8 @@ mod tests {
     //   │   └── a1 (50 / 50 of a)  label x: 50 / 100
     //   └── b (60 / 60)
     fn setup() -> QueueSetup {
-        use crate::cluster::QueueIdx;
         let c = Resource::new(100 * 1024, 100);
-        let q = |path: &str, parent: Option<u32>, g: f64, m: f64| Queue {
-            path: path.into(),
-            parent: parent.map(QueueIdx),
-            children: vec![],
-            guaranteed: c.scale(g),
-            maximum: c.scale(m),
-            preemption_disabled: path == "root.b",
-            job_class: None,
-            policy: None,
-            used: Resource::ZERO,
-            pending: Resource::ZERO,
-        };
+        let q = |path: &str, parent: Option<u32>, g: f64, m: f64| test_queue(path, parent, c, g, m);
         QueueSetup {
             queues: vec![
                 q("root", None, 1.0, 1.0),

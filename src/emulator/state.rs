@@ -1010,8 +1010,7 @@ pub fn parse_app_id(id: &str) -> Result<ApplicationId, RmError> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::cluster::{Queue, QueueIdx};
-    use crate::emulator::queues::{QueueLabelCapacity, QueueSetup};
+    use crate::emulator::queues::{QueueLabelCapacity, QueueSetup, test_queue};
     use crate::emulator::workload::Kernel;
 
     pub(crate) const TS: u64 = 1_700_000_000_000;
@@ -1069,18 +1068,8 @@ pub(crate) mod tests {
     /// root.default 10%, root.long 60%, root.short 30%, each elastic to 100%.
     pub(crate) fn two_queues() -> QueueSetup {
         let cluster = Resource::new(4 * 8192, 32);
-        let q = |path: &str, parent: Option<u32>, pct: f64| Queue {
-            path: path.to_string(),
-            parent: parent.map(QueueIdx),
-            children: vec![],
-            guaranteed: cluster.scale(pct),
-            maximum: cluster,
-            preemption_disabled: false,
-            job_class: None,
-            policy: None,
-            used: Resource::ZERO,
-            pending: Resource::ZERO,
-        };
+        let q =
+            |path: &str, parent: Option<u32>, pct: f64| test_queue(path, parent, cluster, pct, 1.0);
         QueueSetup {
             queues: vec![
                 q("root", None, 1.0),
