@@ -49,6 +49,9 @@ pub mod exit {
     }
 }
 
+/// yarn.resourcemanager.max-completed-applications: finished applications kept.
+pub const MAX_COMPLETED_APPS: usize = 1000;
+
 /// Priority of AM requests and of task requests (MapReduce's map priority).
 pub const AM_PRIORITY: i32 = 0;
 pub const TASK_PRIORITY: i32 = 20;
@@ -557,6 +560,30 @@ impl RmState {
                 _ => exit::SUCCESS,
             };
             self.release(am, code, String::new(), now);
+        }
+        self.retire_completed();
+    }
+
+    /// Forgets the oldest finished applications beyond [`MAX_COMPLETED_APPS`], with their
+    /// containers, as the RM does; one still stopping containers is kept until done.
+    fn retire_completed(&mut self) {
+        let finished: Vec<ApplicationId> = self
+            .apps
+            .values()
+            .filter(|a| a.is_final())
+            .map(|a| a.id)
+            .collect();
+        let excess = finished.len().saturating_sub(MAX_COMPLETED_APPS);
+        for id in finished.into_iter().take(excess) {
+            if self
+                .containers
+                .values()
+                .any(|c| c.id.application() == id && c.is_live())
+            {
+                continue;
+            }
+            self.apps.remove(&id);
+            self.containers.retain(|cid, _| cid.application() != id);
         }
     }
 
@@ -1306,6 +1333,21 @@ pub(crate) mod tests {
             s.submit(&ctx, "bob", TS),
             Err(RmError::BadRequest(_))
         ));
+    }
+
+    #[test]
+    fn only_the_newest_finished_applications_are_kept() {
+        let mut s = state_with(1, Resource::new(8192, 8), two_queues());
+        let ids: Vec<ApplicationId> = (0..MAX_COMPLETED_APPS + 3)
+            .map(|i| submit(&mut s, "long", 1, 1024, TS + i as u64))
+            .collect();
+        for id in &ids {
+            s.kill_app(&id.to_string(), TS).unwrap();
+        }
+        assert_eq!(s.apps.len(), MAX_COMPLETED_APPS);
+        assert!(!s.apps.contains_key(&ids[0]) && s.apps.contains_key(&ids[3]));
+        let running = submit(&mut s, "long", 1, 1024, TS);
+        assert!(s.apps.contains_key(&running));
     }
 
     #[test]
