@@ -7,4 +7,7 @@
 mod check_config;
 mod common;
 mod docker_smoke;
+mod emulator_docker;
+mod emulator_rest;
+mod emulator_support;
 mod workload;
