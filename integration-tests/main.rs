@@ -7,6 +7,9 @@
 mod check_config;
 mod common;
 mod docker_smoke;
+mod emulator_docker;
+mod emulator_rest;
+mod emulator_support;
 mod sim_analytic;
 mod sim_cli;
 mod sim_papers;

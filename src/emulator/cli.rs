@@ -1,8 +1,263 @@
 //! `preemptor emulate`.
 
-#[derive(Debug, clap::Args)]
-pub struct EmulateArgs {}
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-pub async fn run(_args: EmulateArgs) -> Result<(), crate::NotAvailable> {
-    Err(crate::NotAvailable("emulate"))
+use tokio_util::sync::CancellationToken;
+
+use crate::resources::Resource;
+use crate::yarn::dto::YarnApplicationState;
+
+use super::mix::{self, MixConfig};
+use super::queues::QueueSetup;
+use super::{Emulator, EmulatorConfig, EmulatorError, RuntimeChoice};
+use crate::config;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WorkloadMix {
+    /// Submit nothing; applications come from REST clients.
+    None,
+    /// Long HiBench jobs (wordcount, terasort, kmeans, pagerank) keep about 80% of the
+    /// cluster busy in queue `long`; bursts of TPC-H Q1/Q6 arrive in queue `short`.
+    HibenchTpch,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(
+    long_about = "Run a small YARN on this machine: a ResourceManager whose REST API is \
+Hadoop 3.x's (JSON, or XML with `Accept: application/xml`) with capacity-scheduler \
+semantics, and NodeManagers that launch each container as a real Docker container named \
+after its YARN container id, in cgroup /hadoop-yarn/<containerId>, with the allocation's \
+memory and CPU limits.\n\n\
+Applications describe their tasks in the PREEMPTOR_WORKLOAD entry of am-container-spec's \
+environment (see docs/emulator.md); `--workload-mix hibench-tpch` submits a BIG-C-like mix \
+by itself.\n\n\
+Without a Docker daemon (`--runtime simulated`, or `auto` when none answers) containers are \
+in-process timers and every output says so.",
+    after_help = "Example: preemptor emulate --nodes 4 --node-memory-mb 8192 --node-vcores 8 \
+--workload-mix hibench-tpch\nThen: curl http://127.0.0.1:8088/ws/v1/cluster/apps"
+)]
+pub struct EmulateArgs {
+    /// Address the ResourceManager and NodeManager web services bind to.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+    /// ResourceManager web port (yarn.resourcemanager.webapp.address).
+    #[arg(long, default_value_t = 8088)]
+    pub rm_port: u16,
+    /// Web port of the first NodeManager; node i listens on this + i. 0 picks free ports.
+    #[arg(long, default_value_t = 8042)]
+    pub nm_base_port: u16,
+    /// Number of NodeManagers.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=512))]
+    pub nodes: u16,
+    /// Memory each NodeManager offers (yarn.nodemanager.resource.memory-mb).
+    #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u64).range(1..))]
+    pub node_memory_mb: u64,
+    /// Vcores each NodeManager offers (yarn.nodemanager.resource.cpu-vcores).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
+    pub node_vcores: u32,
+    /// Container runtime.
+    #[arg(long, value_enum, default_value_t = RuntimeChoice::Auto)]
+    pub runtime: RuntimeChoice,
+    /// Real CPUs a container gets per vcore. Default: this machine's CPUs divided by all
+    /// emulated vcores, so that a full cluster uses the whole machine.
+    #[arg(long)]
+    pub cpu_scale: Option<f64>,
+    /// Hadoop configuration directory; its capacity-scheduler.xml defines the queues. When
+    /// the default ./hadoop-conf is absent, the example built into preemptor is used.
+    #[arg(long, default_value = DEFAULT_CONF_DIR)]
+    pub conf_dir: PathBuf,
+    /// Submit a workload mix.
+    #[arg(long, value_enum, default_value_t = WorkloadMix::None)]
+    pub workload_mix: WorkloadMix,
+    /// Seconds between TPC-H bursts of the mix.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    pub burst_interval_secs: u64,
+    /// TPC-H queries per burst.
+    #[arg(long, default_value_t = 3)]
+    pub burst_size: u32,
+    /// Seed of the mix's random choices.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// NodeManager heartbeat interval (the scheduler allocates on heartbeats).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..))]
+    pub heartbeat_ms: u64,
+    /// Stop after this many seconds; 0 runs until Ctrl-C.
+    #[arg(long, default_value_t = 0)]
+    pub duration_secs: u64,
+    /// Workload image to run (its entrypoint must be preemptor-workload); built from the
+    /// preemptor-workload binary next to this program when omitted.
+    #[arg(long)]
+    pub image: Option<String>,
+}
+
+const DEFAULT_CONF_DIR: &str = "hadoop-conf";
+
+/// The queue tree: `conf_dir/capacity-scheduler.xml`, or, when the default directory is
+/// absent, the example shipped in the binary. Returns a line saying which.
+fn queue_setup(conf_dir: &Path, cluster: Resource) -> Result<(QueueSetup, String), EmulatorError> {
+    let (loaded, source) = if conf_dir == Path::new(DEFAULT_CONF_DIR) && !conf_dir.exists() {
+        (
+            config::load_embedded_default(),
+            "the example capacity-scheduler.xml built into preemptor".to_string(),
+        )
+    } else {
+        (
+            config::load_dir(conf_dir),
+            conf_dir
+                .join("capacity-scheduler.xml")
+                .display()
+                .to_string(),
+        )
+    };
+    let loaded = loaded.map_err(|e| EmulatorError::Config(format!("{source}: {e}")))?;
+    for w in &loaded.warnings {
+        tracing::warn!("{w}");
+    }
+    let leaves: Vec<String> = loaded
+        .queues
+        .leaves()
+        .map(|q| format!("{} {}", q.path, q.capacities.capacity))
+        .collect();
+    Ok((
+        QueueSetup::from_config(&loaded.queues, cluster),
+        format!("{} (from {source})", leaves.join(", ")),
+    ))
+}
+
+pub async fn run(args: EmulateArgs) -> Result<(), EmulatorError> {
+    let nodes = usize::from(args.nodes);
+    let node = Resource::new(args.node_memory_mb, args.node_vcores);
+    let cluster = node.scale(nodes as f64);
+    let cpu_scale = match args.cpu_scale {
+        Some(s) if s.is_finite() && s > 0.0 => s,
+        Some(s) => {
+            return Err(EmulatorError::Config(format!(
+                "--cpu-scale must be a positive number, got {s}"
+            )));
+        }
+        None => {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            cpus as f64 / f64::from(cluster.vcores.max(1))
+        }
+    };
+    let nm_addrs = (0..nodes)
+        .map(|i| {
+            let port = if args.nm_base_port == 0 {
+                Some(0)
+            } else {
+                u16::try_from(usize::from(args.nm_base_port) + i).ok()
+            };
+            port.map(|p| SocketAddr::new(args.bind, p)).ok_or_else(|| {
+                EmulatorError::Config(format!(
+                    "--nm-base-port {} + {nodes} nodes runs past port 65535",
+                    args.nm_base_port
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let (queues, queue_note) = queue_setup(&args.conf_dir, cluster)?;
+    let config = EmulatorConfig {
+        rm_addr: SocketAddr::new(args.bind, args.rm_port),
+        nm_addrs,
+        node_resource: node,
+        runtime: args.runtime,
+        cpu_scale,
+        image: args.image.clone(),
+        queues: Some(queues),
+        heartbeat_interval: Duration::from_millis(args.heartbeat_ms),
+        min_allocation: Resource::new(1024, 1),
+    };
+    let handle = Emulator::start(config).await?;
+    println!("Preemptor YARN emulator");
+    println!("  ResourceManager  {}", handle.rm_url());
+    for n in handle.nodes() {
+        println!("  NodeManager      {}  (node id {})", n.url, n.id);
+    }
+    println!("  node resource    {node} x {nodes} = {cluster}");
+    match handle.runtime() {
+        super::runtime::RuntimeKind::Docker => println!(
+            "  runtime          docker (1 vcore = {cpu_scale:.3} CPU; containers named container_..., cgroup /hadoop-yarn/<id>)"
+        ),
+        super::runtime::RuntimeKind::Simulated => println!(
+            "  runtime          SIMULATED: containers are in-process timers, no Docker, no cgroups"
+        ),
+    }
+    println!("  queues           {queue_note}");
+    let cancel = CancellationToken::new();
+    let mix_task = match args.workload_mix {
+        WorkloadMix::None => None,
+        WorkloadMix::HibenchTpch => {
+            println!(
+                "  workload mix     hibench-tpch: long jobs fill ~80% (queue long), {} TPC-H queries every {} s (queue short)",
+                args.burst_size, args.burst_interval_secs
+            );
+            let cfg = MixConfig {
+                rm_url: handle.rm_url().to_string(),
+                cluster,
+                long_queue: "long".into(),
+                short_queue: "short".into(),
+                seed: args.seed,
+                burst_interval: Duration::from_secs(args.burst_interval_secs),
+                burst_size: args.burst_size,
+                user: "preemptor".into(),
+                tick: Duration::from_secs(2),
+            };
+            Some(tokio::spawn(mix::run(cfg, cancel.clone())))
+        }
+    };
+    println!("Press Ctrl-C to stop; every container is removed on the way out.");
+    let deadline = async {
+        if args.duration_secs == 0 {
+            std::future::pending::<()>().await
+        } else {
+            tokio::time::sleep(Duration::from_secs(args.duration_secs)).await
+        }
+    };
+    tokio::pin!(deadline);
+    let mut status = tokio::time::interval(Duration::from_secs(10));
+    status.tick().await;
+    loop {
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => {
+                if let Err(e) = r {
+                    tracing::warn!(error = %e, "cannot listen for Ctrl-C");
+                }
+                break;
+            }
+            _ = &mut deadline => break,
+            _ = status.tick() => {
+                let line = handle.inspect(|s| {
+                    let count = |st: YarnApplicationState| s.apps.values().filter(|a| a.state == st).count();
+                    let used = Resource::sum(s.nodes.iter().map(|n| &n.used));
+                    format!(
+                        "apps: {} running, {} accepted, {} finished, {} failed, {} killed; allocated {used} of {}",
+                        count(YarnApplicationState::Running),
+                        count(YarnApplicationState::Accepted),
+                        count(YarnApplicationState::Finished),
+                        count(YarnApplicationState::Failed),
+                        count(YarnApplicationState::Killed),
+                        s.cluster_total(),
+                    )
+                });
+                println!("{line}");
+            }
+        }
+    }
+    println!("Stopping: removing containers...");
+    cancel.cancel();
+    if let Some(t) = mix_task {
+        match t.await {
+            Ok(Ok(stats)) => println!(
+                "mix: {} long jobs and {} TPC-H queries submitted, {} errors",
+                stats.long_submitted, stats.short_submitted, stats.errors
+            ),
+            Ok(Err(e)) => eprintln!("mix stopped: {e}"),
+            Err(e) => eprintln!("mix task failed: {e}"),
+        }
+    }
+    let report = handle.shutdown().await?;
+    println!("Removed {} containers.", report.containers_removed);
+    Ok(())
 }

@@ -1,0 +1,322 @@
+//! How a NodeManager runs a task container: through Docker (real processes, real
+//! cgroups) or simulated (an in-process timer, nothing real).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use crate::cluster::{ContainerId, NodeId};
+use crate::resources::Resource;
+
+use super::state::exit;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuntimeKind {
+    Docker,
+    Simulated,
+}
+
+impl RuntimeKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            RuntimeKind::Docker => "docker",
+            RuntimeKind::Simulated => "simulated",
+        }
+    }
+}
+
+impl fmt::Display for RuntimeKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// SignalContainerCommand of the RM's container signal API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContainerSignal {
+    /// SIGQUIT (a JVM prints its threads; the workload binary ignores it).
+    OutputThreadDump,
+    /// SIGTERM.
+    GracefulShutdown,
+    /// SIGKILL.
+    ForcefulShutdown,
+}
+
+impl ContainerSignal {
+    pub fn unix_name(&self) -> &'static str {
+        match self {
+            ContainerSignal::OutputThreadDump => "SIGQUIT",
+            ContainerSignal::GracefulShutdown => "SIGTERM",
+            ContainerSignal::ForcefulShutdown => "SIGKILL",
+        }
+    }
+}
+
+impl FromStr for ContainerSignal {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "OUTPUT_THREAD_DUMP" => Ok(ContainerSignal::OutputThreadDump),
+            "GRACEFUL_SHUTDOWN" => Ok(ContainerSignal::GracefulShutdown),
+            "FORCEFUL_SHUTDOWN" => Ok(ContainerSignal::ForcefulShutdown),
+            other => Err(format!(
+                "Invalid command: {other}. Valid commands are OUTPUT_THREAD_DUMP, GRACEFUL_SHUTDOWN, FORCEFUL_SHUTDOWN"
+            )),
+        }
+    }
+}
+
+/// Everything a runtime needs to start one task container.
+#[derive(Clone, Debug)]
+pub struct LaunchSpec {
+    pub container: ContainerId,
+    pub node: NodeId,
+    pub resource: Resource,
+    /// `preemptor-workload` arguments (kernel first).
+    pub command: Vec<String>,
+    /// How long the simulated runtime lets the task run.
+    pub simulated_duration_ms: u64,
+    pub user: String,
+}
+
+/// What a runtime reports about a container while it runs.
+pub trait ContainerEvents: Send + Sync {
+    /// The process is running (YARN's RUNNING).
+    fn started(&self);
+    /// The task's progress in [0, 1].
+    fn progress(&self, fraction: f64);
+}
+
+pub type Events = Arc<dyn ContainerEvents>;
+
+/// How a container ended, in YARN's terms.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExitInfo {
+    pub exit_status: i32,
+    pub diagnostics: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("container {0} is not running on this NodeManager")]
+    NotRunning(ContainerId),
+    #[error("Docker: {0}")]
+    Docker(String),
+    #[error(transparent)]
+    Image(#[from] super::image::ImageError),
+}
+
+/// Exit status of a container that could not be started (YARN reports the launch
+/// script's status; there is none here).
+pub const LAUNCH_FAILED: i32 = -1;
+
+pub trait ContainerRuntime: Send + Sync {
+    fn kind(&self) -> RuntimeKind;
+
+    /// Starts the container and resolves when it has exited and been cleaned up. A launch
+    /// failure is an exit too ([`LAUNCH_FAILED`] with the reason), as in YARN.
+    fn run(&self, spec: LaunchSpec, events: Events) -> BoxFuture<'static, ExitInfo>;
+
+    fn signal(
+        &self,
+        container: ContainerId,
+        signal: ContainerSignal,
+    ) -> BoxFuture<'static, Result<(), RuntimeError>>;
+
+    /// Removes every container (and image, cgroup) this runtime created. Returns how many
+    /// containers it removed.
+    fn shutdown(&self) -> BoxFuture<'static, Result<usize, RuntimeError>>;
+}
+
+/// In-process containers: a timer per container, no process, no cgroup. Every output of
+/// an emulator using it says "simulated".
+#[derive(Clone, Default)]
+pub struct SimulatedRuntime {
+    running: Arc<Mutex<HashMap<ContainerId, mpsc::UnboundedSender<ContainerSignal>>>>,
+}
+
+impl SimulatedRuntime {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl ContainerRuntime for SimulatedRuntime {
+    fn kind(&self) -> RuntimeKind {
+        RuntimeKind::Simulated
+    }
+
+    fn run(&self, spec: LaunchSpec, events: Events) -> BoxFuture<'static, ExitInfo> {
+        let running = self.running.clone();
+        Box::pin(async move {
+            let (tx, mut rx) = mpsc::unbounded_channel();
+            if let Ok(mut m) = running.lock() {
+                m.insert(spec.container, tx);
+            }
+            events.started();
+            let total = Duration::from_millis(spec.simulated_duration_ms.max(1));
+            let tick = (total / 20).clamp(Duration::from_millis(10), Duration::from_millis(500));
+            let start = tokio::time::Instant::now();
+            let outcome = loop {
+                let elapsed = start.elapsed();
+                if elapsed >= total {
+                    break ExitInfo {
+                        exit_status: exit::SUCCESS,
+                        diagnostics: "simulated container finished".into(),
+                    };
+                }
+                events.progress(elapsed.as_secs_f64() / total.as_secs_f64());
+                tokio::select! {
+                    _ = tokio::time::sleep(tick.min(total - elapsed)) => {}
+                    sig = rx.recv() => match sig {
+                        Some(ContainerSignal::ForcefulShutdown) => break ExitInfo {
+                            exit_status: exit::SIGKILL,
+                            diagnostics: "simulated container killed (SIGKILL)".into(),
+                        },
+                        Some(ContainerSignal::GracefulShutdown) => break ExitInfo {
+                            exit_status: exit::SIGTERM,
+                            diagnostics: "simulated container stopped (SIGTERM)".into(),
+                        },
+                        Some(ContainerSignal::OutputThreadDump) => {}
+                        None => break ExitInfo {
+                            exit_status: exit::ABORTED,
+                            diagnostics: "simulated runtime shut down".into(),
+                        },
+                    }
+                }
+            };
+            if outcome.exit_status == exit::SUCCESS {
+                events.progress(1.0);
+            }
+            if let Ok(mut m) = running.lock() {
+                m.remove(&spec.container);
+            }
+            outcome
+        })
+    }
+
+    fn signal(
+        &self,
+        container: ContainerId,
+        signal: ContainerSignal,
+    ) -> BoxFuture<'static, Result<(), RuntimeError>> {
+        let sent = self
+            .running
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&container).map(|tx| tx.send(signal).is_ok()))
+            .unwrap_or(false);
+        Box::pin(async move {
+            if sent {
+                Ok(())
+            } else {
+                Err(RuntimeError::NotRunning(container))
+            }
+        })
+    }
+
+    fn shutdown(&self) -> BoxFuture<'static, Result<usize, RuntimeError>> {
+        // Dropping the senders ends every run() with ABORTED.
+        let n = self
+            .running
+            .lock()
+            .map(|mut m| m.drain().count())
+            .unwrap_or(0);
+        Box::pin(async move { Ok(n) })
+    }
+}
+
+/// Parses `progress <n>%` lines of `preemptor-workload`.
+pub fn parse_progress(line: &str) -> Option<f64> {
+    let pct = line.trim().strip_prefix("progress ")?.strip_suffix('%')?;
+    let v: f64 = pct.trim().parse().ok()?;
+    v.is_finite().then(|| (v / 100.0).clamp(0.0, 1.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::{ApplicationAttemptId, ApplicationId};
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    fn spec(n: u64, ms: u64) -> LaunchSpec {
+        LaunchSpec {
+            container: ContainerId::new(
+                ApplicationAttemptId::new(ApplicationId::new(1, 1), 1),
+                1,
+                n,
+            ),
+            node: NodeId::new("h:1"),
+            resource: Resource::new(1024, 1),
+            command: vec!["burn".into()],
+            simulated_duration_ms: ms,
+            user: "u".into(),
+        }
+    }
+
+    #[test]
+    fn progress_lines_parse() {
+        assert_eq!(parse_progress("progress 40%"), Some(0.4));
+        assert_eq!(parse_progress("progress 250%"), Some(1.0));
+        assert_eq!(parse_progress("checksum 00ff"), None);
+        assert_eq!(parse_progress("progress NaN%"), None);
+        assert_eq!(
+            "FORCEFUL_SHUTDOWN".parse::<ContainerSignal>(),
+            Ok(ContainerSignal::ForcefulShutdown)
+        );
+        assert!("KILL".parse::<ContainerSignal>().is_err());
+    }
+
+    #[tokio::test]
+    async fn simulated_containers_finish_report_progress_and_obey_signals() {
+        let rt = SimulatedRuntime::new();
+        struct Recorder {
+            started: AtomicU64,
+            last: AtomicU64,
+        }
+        impl ContainerEvents for Recorder {
+            fn started(&self) {
+                self.started.fetch_add(1, Ordering::SeqCst);
+            }
+            fn progress(&self, p: f64) {
+                self.last.store((p * 100.0) as u64, Ordering::SeqCst);
+            }
+        }
+        let rec = Arc::new(Recorder {
+            started: AtomicU64::new(0),
+            last: AtomicU64::new(0),
+        });
+        let sink: Events = rec.clone();
+        let done = rt.run(spec(2, 200), sink.clone()).await;
+        assert_eq!(done.exit_status, 0);
+        assert_eq!(rec.last.load(Ordering::SeqCst), 100);
+        assert_eq!(rec.started.load(Ordering::SeqCst), 1);
+
+        let handle = tokio::spawn(rt.run(spec(3, 60_000), sink.clone()));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        rt.signal(spec(3, 0).container, ContainerSignal::OutputThreadDump)
+            .await
+            .unwrap();
+        rt.signal(spec(3, 0).container, ContainerSignal::ForcefulShutdown)
+            .await
+            .unwrap();
+        assert_eq!(handle.await.unwrap().exit_status, exit::SIGKILL);
+        assert!(matches!(
+            rt.signal(spec(3, 0).container, ContainerSignal::GracefulShutdown)
+                .await,
+            Err(RuntimeError::NotRunning(_))
+        ));
+
+        let handle = tokio::spawn(rt.run(spec(4, 60_000), sink));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(rt.shutdown().await.unwrap(), 1);
+        assert_eq!(handle.await.unwrap().exit_status, exit::ABORTED);
+    }
+}
