@@ -643,6 +643,15 @@ pub(crate) fn run<S: Scheduler>(
     sched.start(core);
     while let Some((t, ev)) = core.events.pop() {
         debug_assert!(t >= core.now, "time went backwards");
+        // A container that changed speed or ended leaves its old events behind; they must
+        // not move the clock (a throttled container's end can lie far in the future).
+        if let Ev::TaskEnd { c, epoch } | Ev::Transition { c, epoch } | Ev::Killed { c, epoch } = ev
+        {
+            let k = &core.slab[c as usize];
+            if !k.live || k.epoch != epoch {
+                continue;
+            }
+        }
         core.now = t;
         core.events_run += 1;
         if core.events_run & 0xffff == 0 {
@@ -658,11 +667,7 @@ pub(crate) fn run<S: Scheduler>(
                 }
                 sched.job_arrived(core, j);
             }
-            Ev::TaskEnd { c, epoch } => {
-                let k = &core.slab[c as usize];
-                if !k.live || k.epoch != epoch {
-                    continue;
-                }
+            Ev::TaskEnd { c, .. } => {
                 core.advance(c);
                 let job = core.slab[c as usize].job;
                 let r = core.remove(c);
@@ -673,33 +678,20 @@ pub(crate) fn run<S: Scheduler>(
                 }
                 sched.released(core, r);
             }
-            Ev::Transition { c, epoch } => {
+            Ev::Transition { c, .. } => {
                 let k = &core.slab[c as usize];
-                if !k.live || k.epoch != epoch {
-                    continue;
-                }
                 let (phase, alloc, current) = (k.phase, k.allocated, k.current);
                 core.slab[c as usize].phase = Phase::Steady;
-                match phase {
-                    // Memory is now gone: the container may start swapping.
-                    Phase::Reducing => {
-                        let s = core.cfg.costs.speed(alloc, current);
-                        core.set_speed(c, s);
-                    }
-                    // Memory is back: lift the CPU limit.
-                    Phase::Restoring => {
-                        let s = core.cfg.costs.speed(alloc, current);
-                        core.set_speed(c, s);
-                    }
-                    Phase::Steady | Phase::Killing => {}
+                // Reducing: memory is now gone and the container may start swapping.
+                // Restoring: memory is back and the CPU limit is lifted.
+                if matches!(phase, Phase::Reducing | Phase::Restoring) {
+                    let s = core.cfg.costs.speed(alloc, current);
+                    core.set_speed(c, s);
                 }
                 sched.transition_done(core, c);
             }
-            Ev::Killed { c, epoch } => {
+            Ev::Killed { c, .. } => {
                 let k = &core.slab[c as usize];
-                if !k.live || k.epoch != epoch {
-                    continue;
-                }
                 let (job, task, attempts) = (k.job, k.task, k.attempts);
                 let r = core.remove(c);
                 let attempts = attempts.saturating_add(1);
