@@ -4,6 +4,7 @@
 //! reports; the simulator builds one from its own state. Entities refer to each other by
 //! dense indices so that a view of 200,000 containers is a few flat vectors.
 
+pub mod builder;
 pub mod ids;
 
 use std::collections::HashMap;
