@@ -706,6 +706,23 @@ mod tests {
         assert!(v.containers[0].is_am && v.containers[0].id.id == 1);
         assert_eq!(v.containers[3].attained_service_ms, 7);
         assert_eq!(v.apps[0].class, JobClass::Long);
+        assert!(v.below_allocation().is_empty());
+    }
+
+    #[test]
+    fn the_view_indexes_containers_below_their_allocation() {
+        let v = ClusterBuilder::new()
+            .nodes(1, Resource::new(8192, 8))
+            .queue("root.q", 100.0, 100.0, JobClass::Long)
+            .app("root.q", "SPARK")
+            .containers(2, Resource::new(2048, 2))
+            .suspended(Limits::MIN_FOOTPRINT)
+            .containers(1, Resource::new(2048, 2))
+            .with_last(|c| c.state = ContainerState::Killed)
+            .build()
+            .unwrap();
+        assert_eq!(v.below_allocation(), [crate::cluster::ContainerIdx(1)]);
+        assert_eq!(v.containers[1].current, Limits::MIN_FOOTPRINT);
     }
 
     #[test]

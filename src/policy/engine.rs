@@ -5,7 +5,7 @@
 //! Dice samples its window and acts when one closes; last, node capacities and
 //! partitions are brought in line with what was reclaimed.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::rc::Rc;
 
@@ -18,8 +18,10 @@ use super::las::{self, LasCause, LasGate, LasTask};
 use super::ledger::{Ledger, Room};
 use super::plan::{Action, ActionKind, Before, PendingKill, Plan};
 use super::select::{app_policy, is_share_based};
-use super::state::{DiceState, Memos, PolicyState};
-use super::victims::{describe_remaining, job_containers, jobs_by_remaining_time};
+use super::state::{DiceState, MemoMap, Memos, PolicyState};
+use super::victims::{
+    describe_remaining, job_containers, jobs_by_remaining_time, newest_key, smallest_first,
+};
 use crate::cluster::{
     AppIdx, ClusterView, Container, ContainerIdx, ContainerState, JobClass, Millis, Partition,
     PolicyKind,
@@ -52,19 +54,47 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
     t.finish(&loads, &acc, report, memos)
 }
 
-/// Per-node sums for LAS.
+/// Per node: what its waiting (suspended or shrunk) LAS containers hold, the least
+/// any of them needs, and whether one asks for a look now (quantum expiry).
 struct LasScan {
-    running: Vec<Amount>,
-    others_held: Vec<Amount>,
+    waiting_held: Vec<Amount>,
     waiting: Vec<u32>,
+    smallest: Vec<Amount>,
+    due: Vec<bool>,
 }
 
-/// Per-node sums and samples for Dice.
+/// Dice's samples since the last tick.
 struct DiceScan {
-    long_held: Vec<Amount>,
     waits: Vec<u64>,
     short_vcores: u64,
     all_vcores: u64,
+}
+
+/// Containers already given an action this tick (one action per container per plan).
+struct Acted(Vec<u64>);
+
+impl Acted {
+    fn new(containers: usize) -> Self {
+        Acted(vec![0; containers.div_ceil(64)])
+    }
+
+    fn insert(&mut self, c: ContainerIdx) {
+        if let Some(w) = self.0.get_mut(c.get() / 64) {
+            *w |= 1 << (c.get() % 64);
+        }
+    }
+
+    fn remove(&mut self, c: ContainerIdx) {
+        if let Some(w) = self.0.get_mut(c.get() / 64) {
+            *w &= !(1 << (c.get() % 64));
+        }
+    }
+
+    fn contains(&self, c: ContainerIdx) -> bool {
+        self.0
+            .get(c.get() / 64)
+            .is_some_and(|w| w & (1 << (c.get() % 64)) != 0)
+    }
 }
 
 /// What one queue's victim selection has taken so far, and for whom.
@@ -110,7 +140,7 @@ struct Tick<'a> {
     waiting: Vec<ContainerIdx>,
     /// Live containers marked for killing.
     marked: Vec<ContainerIdx>,
-    acted: HashSet<u32>,
+    acted: Acted,
     las_active: bool,
     dice_active: bool,
     las: Option<LasScan>,
@@ -129,11 +159,51 @@ fn held_of(c: &Container) -> Amount {
     }
 }
 
+/// Waiting times of short containers started since the last sample (request to
+/// start), and running vcores of short and of all containers.
+fn dice_samples(
+    view: &ClusterView,
+    waiting: &[ContainerIdx],
+    now: Millis,
+    since: Option<Millis>,
+) -> DiceScan {
+    let mut scan = DiceScan {
+        waits: Vec::new(),
+        short_vcores: 0,
+        all_vcores: 0,
+    };
+    let running = |c: &Container| c.is_live() && c.state == ContainerState::Running;
+    for app in view.apps.iter().filter(|a| a.class == JobClass::Short) {
+        for c in app.containers.iter().map(|&ci| view.container(ci)) {
+            if running(c) {
+                scan.short_vcores += c.allocated.vcores as u64;
+            }
+            if let Some(after) = since
+                && c.started_ms > after
+                && c.started_ms <= now
+            {
+                let asked = c.requested_ms.unwrap_or(app.submitted_ms);
+                scan.waits.push(c.started_ms.saturating_sub(asked));
+            }
+        }
+    }
+    let used: u64 = view.nodes.iter().map(|n| n.used.vcores as u64).sum();
+    let below: u64 = waiting
+        .iter()
+        .map(|&ci| view.container(ci).allocated.vcores as u64)
+        .sum();
+    scan.all_vcores = used.saturating_sub(below);
+    scan
+}
+
 fn secs(ms: u64) -> String {
     format!("{:.0} s", ms as f64 / 1000.0)
 }
 
 impl<'a> Tick<'a> {
+    /// Works from the view's aggregates (queue and node usage) and its index of
+    /// containers below their allocation, so that a tick costs O(nodes + queues +
+    /// applications + suspended containers), not O(containers).
     fn new(
         view: &'a ClusterView,
         s: &'a PolicySettings,
@@ -143,69 +213,38 @@ impl<'a> Tick<'a> {
     ) -> Self {
         let total = Amount::from(view.capacity);
         let policy: Vec<PolicyKind> = view.apps.iter().map(|a| app_policy(view, a, s)).collect();
-        let any = |p: PolicyKind| {
-            s.kind == p || policy.contains(&p) || view.queues.iter().any(|q| q.policy == Some(p))
-        };
         let on = s.kind != PolicyKind::None;
+        let any = |p: PolicyKind| {
+            on && (s.kind == p
+                || policy.contains(&p)
+                || view.queues.iter().any(|q| q.policy == Some(p)))
+        };
+        let (las_active, dice_active) = (any(PolicyKind::Las), any(PolicyKind::Dice));
         let nn = view.nodes.len();
-        let mut las = (on && any(PolicyKind::Las)).then(|| LasScan {
-            running: vec![Amount::ZERO; nn],
-            others_held: vec![Amount::ZERO; nn],
-            waiting: vec![0; nn],
-        });
-        let mut dice = (on && any(PolicyKind::Dice)).then(|| DiceScan {
-            long_held: vec![Amount::ZERO; nn],
-            waits: Vec::new(),
-            short_vcores: 0,
-            all_vcores: 0,
-        });
         let budget = total.scale(capacity::finite_or(s.total_preemption_per_round, 0.0));
         let mut ledger = Ledger::new(view, budget);
-        let mut waiting = Vec::new();
-        for (i, c) in view.containers.iter().enumerate() {
-            if !c.is_live() {
-                continue;
-            }
+        let waiting = view.below_allocation().to_vec();
+        let mut las = las_active.then(|| LasScan {
+            waiting_held: vec![Amount::ZERO; nn],
+            waiting: vec![0; nn],
+            smallest: vec![Amount::new(u64::MAX, u64::MAX); nn],
+            due: vec![false; nn],
+        });
+        for &ci in &waiting {
+            let c = view.container(ci);
             let (n, a) = (c.node.get(), c.app.get());
-            let app = &view.apps[a];
             let held = held_of(c);
-            let alloc = Amount::from(c.allocated);
-            let running = c.state == ContainerState::Running;
-            ledger.node_held[n] += held;
-            ledger.held[app.queue.get()] += held;
-            if !running {
-                waiting.push(ContainerIdx(i as u32));
-                if policy[a] != PolicyKind::Las {
-                    ledger.node_reclaimed[n] += alloc - held;
+            let reclaimed = Amount::from(c.allocated) - held;
+            ledger.node_held[n] -= reclaimed;
+            ledger.take_from_queue(view.apps[a].queue.get(), reclaimed);
+            match (policy[a] == PolicyKind::Las, las.as_mut()) {
+                (true, Some(l)) => {
+                    l.waiting[n] += 1;
+                    l.waiting_held[n] += held;
+                    l.smallest[n] = l.smallest[n].component_min(reclaimed);
+                    l.due[n] |= memos.get(ci).las_next_check.is_none_or(|t| t <= now);
                 }
-            }
-            if let Some(l) = las.as_mut() {
-                match (policy[a] == PolicyKind::Las, running) {
-                    (true, true) => l.running[n] += alloc,
-                    (true, false) => l.waiting[n] += 1,
-                    (false, _) => l.others_held[n] += held,
-                }
-            }
-            if let Some(d) = dice.as_mut() {
-                match app.class {
-                    JobClass::Long => d.long_held[n] += held,
-                    JobClass::Short => {
-                        if let Some(after) = dice_sampled_until
-                            && c.started_ms > after
-                            && c.started_ms <= now
-                        {
-                            let asked = c.requested_ms.unwrap_or(app.submitted_ms);
-                            d.waits.push(c.started_ms.saturating_sub(asked));
-                        }
-                    }
-                }
-                if running {
-                    let vc = c.allocated.vcores as u64;
-                    d.all_vcores += vc;
-                    if app.class == JobClass::Short {
-                        d.short_vcores += vc;
-                    }
-                }
+                _ => ledger.node_reclaimed[n] += reclaimed,
             }
         }
         // A marked container still runs, but its queue no longer counts on it.
@@ -213,12 +252,12 @@ impl<'a> Tick<'a> {
         for (ci, m) in memos.containers() {
             let c = view.container(ci);
             if m.kill_marked_at.is_some() && c.is_live() {
-                ledger.held[view.app(c.app).queue.get()] -= held_of(c);
+                ledger.take_from_queue(view.app(c.app).queue.get(), held_of(c));
                 ledger.marked += held_of(c);
                 marked.push(ci);
             }
         }
-        ledger.roll_up();
+        let dice = dice_active.then(|| dice_samples(view, &waiting, now, dice_sampled_until));
         Tick {
             view,
             s,
@@ -229,9 +268,9 @@ impl<'a> Tick<'a> {
             ledger,
             waiting,
             marked,
-            acted: HashSet::new(),
-            las_active: las.is_some(),
-            dice_active: dice.is_some(),
+            acted: Acted::new(view.containers.len()),
+            las_active,
+            dice_active,
             las,
             dice,
             partition_changes: Vec::new(),
@@ -264,7 +303,7 @@ impl<'a> Tick<'a> {
     ) {
         let view = self.view;
         let c = view.container(ci);
-        self.acted.insert(ci.0);
+        self.acted.insert(ci);
         self.actions.push(Action {
             kind,
             policy,
@@ -410,7 +449,14 @@ impl<'a> Tick<'a> {
         let mut spare = (0..view.nodes.len())
             .fold(Amount::ZERO, |a, n| a + self.ledger.node_room(n))
             - Amount::sum(acc.starved.iter().copied());
-        let mut marks: Vec<ContainerIdx> = self.marked.clone();
+        let mut room: Vec<Amount> = (0..view.queues.len())
+            .map(|q| acc.ideal[q] - self.ledger.held[q])
+            .collect();
+        // Only queues under their ideal share get anything back.
+        let owed =
+            |ci: ContainerIdx| room[view.app(view.container(ci).app).queue.get()].any_positive();
+        let mut marks: Vec<ContainerIdx> =
+            self.marked.iter().copied().filter(|&ci| owed(ci)).collect();
         marks.sort_by_key(|&ci| {
             let m = self.memos.get(ci);
             (
@@ -424,7 +470,7 @@ impl<'a> Tick<'a> {
             .copied()
             .filter(|&ci| {
                 let c = view.container(ci);
-                is_share_based(self.policy[c.app.get()]) && !self.acted.contains(&ci.0)
+                is_share_based(self.policy[c.app.get()]) && !self.acted.contains(ci) && owed(ci)
             })
             .collect();
         if marks.is_empty() && waiting.is_empty() {
@@ -436,10 +482,7 @@ impl<'a> Tick<'a> {
                 view.container(ci).id,
             )
         });
-        let mut room: Vec<Amount> = (0..view.queues.len())
-            .map(|q| acc.ideal[q] - self.ledger.held[q])
-            .collect();
-        let mut kept = Vec::new();
+        let mut unmarked = HashSet::new();
         for ci in marks {
             let c = view.container(ci);
             let (q, held) = (self.queue_of(c), held_of(c));
@@ -447,15 +490,17 @@ impl<'a> Tick<'a> {
                 room[q] -= held;
                 self.ledger.give(q, Room::QueueOnly, held);
                 self.memos.get_mut(ci, c.id).kill_marked_at = None;
-            } else {
-                kept.push(ci);
+                unmarked.insert(ci);
             }
         }
-        self.marked = kept;
+        if !unmarked.is_empty() {
+            self.marked.retain(|m| !unmarked.contains(m));
+        }
         let d = s.suspend.resume_delay.max(1);
         let interval = s.monitoring_interval_ms.max(1);
         let step = Amount::from(s.graceful.step);
-        let mut reserved: Vec<(usize, Amount)> = Vec::new();
+        // Room picked containers will need on their node (resumed or not yet).
+        let mut reserved: HashMap<usize, Amount> = HashMap::new();
         for ci in waiting {
             let c = view.container(ci);
             let (q, n) = (self.queue_of(c), c.node.get());
@@ -466,11 +511,8 @@ impl<'a> Tick<'a> {
             } else {
                 owed
             };
-            let node_reserved = reserved
-                .iter()
-                .filter(|(rn, _)| *rn == n)
-                .fold(Amount::ZERO, |a, (_, r)| a + *r);
-            let node_free = self.ledger.node_room(n) - node_reserved;
+            let node_free =
+                self.ledger.node_room(n) - reserved.get(&n).copied().unwrap_or_default();
             if !(inc.fits_in(&room[q]) && inc.fits_in(&spare) && inc.fits_in(&node_free)) {
                 continue;
             }
@@ -489,7 +531,7 @@ impl<'a> Tick<'a> {
             }
             let picks = m.resume_picks;
             if !counted || picks < d {
-                reserved.push((n, inc));
+                *reserved.entry(n).or_default() += inc;
                 continue;
             }
             let queue = &view.queue_of(c).path;
@@ -570,7 +612,7 @@ impl<'a> Tick<'a> {
             if self.policy[c.app.get()] != PolicyKind::Graceful
                 || c.state != ContainerState::Shrunk
                 || !c.swapping
-                || self.acted.contains(&ci.0)
+                || self.acted.contains(ci)
                 || self.memos.get(ci).resume_picks > 0
             {
                 continue;
@@ -589,6 +631,11 @@ impl<'a> Tick<'a> {
             {
                 continue;
             }
+            // The CPU it frees must not resume it within the same interval.
+            let now = self.now;
+            let m = self.memos.get_mut(ci, c.id);
+            m.suspended_at.get_or_insert(now);
+            m.last_pick_at = Some(now);
             let reason = "swapping (swap-in or major-fault rate above the threshold): frozen at the footprint CPU; no more memory is taken from it".to_string();
             self.push(
                 ci,
@@ -605,11 +652,10 @@ impl<'a> Tick<'a> {
 
     /// Running or shrunk, above its footprint, not marked, not yet acted on.
     fn reclaimable(&self, ci: ContainerIdx, c: &Container) -> bool {
-        c.is_live()
-            && matches!(c.state, ContainerState::Running | ContainerState::Shrunk)
-            && !self.acted.contains(&ci.0)
-            && self.memos.get(ci).kill_marked_at.is_none()
+        matches!(c.state, ContainerState::Running | ContainerState::Shrunk)
+            && !self.acted.contains(ci)
             && !held_of(c).fits_in(&self.floor(c))
+            && self.memos.get(ci).kill_marked_at.is_none()
     }
 
     /// BIG-C Algorithm 2 on one over-served queue: jobs by longest remaining time,
@@ -685,7 +731,7 @@ impl<'a> Tick<'a> {
             let p = &picks[i];
             if target.fits_in(&(taken - p.amount)) {
                 self.ledger.untake(q, p.room, p.amount);
-                self.acted.remove(&p.ci.0);
+                self.acted.remove(p.ci);
                 taken -= p.amount;
                 picks.remove(i);
             }
@@ -702,21 +748,25 @@ impl<'a> Tick<'a> {
     fn pick_from(
         &mut self,
         ai: AppIdx,
-        mut containers: Vec<ContainerIdx>,
+        containers: Vec<ContainerIdx>,
         reason: &Rc<String>,
         sel: &mut Selection,
     ) {
         let view = self.view;
         let policy = self.policy[ai.get()];
         let step = Amount::from(self.s.graceful.step);
-        if policy == PolicyKind::Graceful {
-            containers.sort_by_key(|&ci| {
-                let c = view.container(ci);
+        let order = smallest_first(containers, |ci| {
+            let c = view.container(ci);
+            // Graceful goes round-robin: least shrunk so far first.
+            let shrunk = if policy == PolicyKind::Graceful {
                 let r = Amount::from(c.allocated) - held_of(c);
                 (r.memory_mb, r.vcores_milli)
-            });
-        }
-        for ci in containers {
+            } else {
+                (0, 0)
+            };
+            (shrunk, newest_key(c))
+        });
+        for ci in order {
             if sel.met() {
                 return;
             }
@@ -742,7 +792,7 @@ impl<'a> Tick<'a> {
             };
             if self.ledger.take(q, room, amount, sel.to) {
                 sel.taken += amount;
-                self.acted.insert(ci.0);
+                self.acted.insert(ci);
                 sel.picks.push(Pick {
                     ci,
                     room,
@@ -817,29 +867,36 @@ impl<'a> Tick<'a> {
             return;
         };
         for n in 0..self.view.nodes.len() {
-            let cap = self.ledger.node_cap[n] - scan.others_held[n];
-            if scan.waiting[n] == 0 && scan.running[n].fits_in(&cap) {
-                continue;
+            // What runs, plus what non-LAS waiting containers keep, against the node;
+            // then whether a waiting one might fit the free room or a quantum expires.
+            let busy = self.ledger.node_held[n] - scan.waiting_held[n];
+            let overflow = !busy.fits_in(&self.ledger.node_cap[n]);
+            let waiting = scan.waiting[n] > 0
+                && (scan.due[n] || scan.smallest[n].fits_in(&self.ledger.node_room(n)));
+            if overflow || waiting {
+                self.las_node(n);
             }
-            self.las_node(n, cap);
         }
     }
 
-    fn las_node(&mut self, n: usize, cap: Amount) {
+    fn las_node(&mut self, n: usize) {
         let view = self.view;
         let s = self.s;
         let node = view.node(crate::cluster::NodeIdx(n as u32));
-        let idx: Vec<ContainerIdx> = node
-            .containers
-            .iter()
-            .copied()
-            .filter(|&ci| {
-                let c = view.container(ci);
-                c.is_live()
-                    && self.policy[c.app.get()] == PolicyKind::Las
-                    && !self.acted.contains(&ci.0)
-            })
-            .collect();
+        let mut idx: Vec<ContainerIdx> = Vec::new();
+        let mut others = Amount::ZERO;
+        for &ci in &node.containers {
+            let c = view.container(ci);
+            if !c.is_live() {
+                continue;
+            }
+            if self.policy[c.app.get()] == PolicyKind::Las && !self.acted.contains(ci) {
+                idx.push(ci);
+            } else {
+                others += held_of(c);
+            }
+        }
+        let cap = self.ledger.node_cap[n] - others;
         let mut tasks: Vec<LasTask> = idx
             .iter()
             .map(|&ci| {
@@ -949,6 +1006,11 @@ impl<'a> Tick<'a> {
                 self.memos.get_mut(idx[i], c.id).quantum_start = Some(t.since_ms);
             }
         }
+        let next = las::next_expiry(&tasks, &s.las).unwrap_or(Millis::MAX);
+        for (i, _) in tasks.iter().enumerate().filter(|(_, t)| !t.running) {
+            let c = view.container(idx[i]);
+            self.memos.get_mut(idx[i], c.id).las_next_check = Some(next);
+        }
         let running = Amount::sum(tasks.iter().filter(|t| t.running).map(|t| t.demand));
         if !running.fits_in(&cap) {
             self.notes.push(format!(
@@ -967,7 +1029,7 @@ impl<'a> Tick<'a> {
         let s = &settings.dice;
         for ci in self.waiting.clone() {
             let c = view.container(ci);
-            if self.policy[c.app.get()] != PolicyKind::Dice || self.acted.contains(&ci.0) {
+            if self.policy[c.app.get()] != PolicyKind::Dice || self.acted.contains(ci) {
                 continue;
             }
             let owed = Amount::from(c.allocated) - held_of(c);
@@ -1026,6 +1088,14 @@ impl<'a> Tick<'a> {
                 .map(|n| n as u32)
                 .collect();
             let chosen = dice::choose_nodes(rng, &general, report.preemption_requests);
+            let unit = view
+                .apps
+                .iter()
+                .filter(|a| a.class == JobClass::Short)
+                .flat_map(|a| a.requests.iter())
+                .filter(|r| r.num_containers > 0)
+                .map(|r| Amount::from(r.capability))
+                .reduce(Amount::component_min);
             let header = format!(
                 "Dice window: short tasks waited {} on average (r = {:.2}, {} model p = {:.2}); opportunistic preemption request to this node, one of {}",
                 secs(report.mean_wait_ms as u64),
@@ -1035,7 +1105,7 @@ impl<'a> Tick<'a> {
                 report.preemption_requests
             );
             for n in chosen {
-                if self.dice_node(n as usize, &header) {
+                if self.dice_node(n as usize, unit, &header) {
                     report.suspended += 1;
                 }
             }
@@ -1045,7 +1115,8 @@ impl<'a> Tick<'a> {
 
     /// A node that received a preemption request suspends one running long container
     /// if Dice's four conditions hold.
-    fn dice_node(&mut self, n: usize, header: &str) -> bool {
+    /// `unit` is the smallest outstanding short request, if any.
+    fn dice_node(&mut self, n: usize, unit: Option<Amount>, header: &str) -> bool {
         let view = self.view;
         let settings = self.s;
         let s = &settings.dice;
@@ -1070,7 +1141,7 @@ impl<'a> Tick<'a> {
                 long(c)
                     && c.state == ContainerState::Running
                     && self.policy[c.app.get()] == PolicyKind::Dice
-                    && !self.acted.contains(&ci.0)
+                    && !self.acted.contains(ci)
                     && self.memos.get(ci).dice_suspensions < s.max_suspensions
             })
             .collect();
@@ -1084,14 +1155,6 @@ impl<'a> Tick<'a> {
             return false;
         };
         let c = view.container(ci);
-        let unit = view
-            .apps
-            .iter()
-            .filter(|a| a.class == JobClass::Short)
-            .flat_map(|a| a.requests.iter())
-            .filter(|r| r.num_containers > 0)
-            .map(|r| Amount::from(r.capability))
-            .reduce(Amount::component_min);
         let freed = self.ledger.node_room(n) + (held_of(c) - self.floor(c));
         let facts = DiceNodeFacts {
             long_running,
@@ -1147,33 +1210,29 @@ impl<'a> Tick<'a> {
         }
     }
 
-    /// Convert general nodes with the least long work, or release short nodes with the
-    /// most, until `target` nodes are short. Running containers are never touched.
+    /// Convert the least loaded general nodes, or release the most loaded short nodes,
+    /// until `target` nodes are short. Running containers are never touched.
     fn plan_partitions(&mut self, target: usize) {
         let view = self.view;
-        let Some(scan) = self.dice.as_ref() else {
-            return;
-        };
-        let long_share = |n: usize| scan.long_held[n].dominant_share(&self.ledger.node_cap[n]);
+        let ledger = &self.ledger;
+        let load = |n: usize| ledger.node_held[n].dominant_share(&ledger.node_cap[n]);
         let (short, general): (Vec<usize>, Vec<usize>) =
             (0..view.nodes.len()).partition(|&n| view.nodes[n].partition == Partition::Short);
-        let (mut pool, k, to, least_first) = if short.len() < target {
-            (general, target - short.len(), Partition::Short, true)
+        let (mut pool, k, to) = if short.len() < target {
+            (general, target - short.len(), Partition::Short)
         } else {
             let k = short.len() - target;
-            (short, k, Partition::General, false)
+            (short, k, Partition::General)
         };
-        if k == 0 {
-            self.partition_changes.clear();
-            return;
-        }
+        let converting = to == Partition::Short;
         let order = |a: &usize, b: &usize| {
-            let o = long_share(*a).total_cmp(&long_share(*b)).then(a.cmp(b));
-            if least_first {
-                o
+            let by_load = load(*a).total_cmp(&load(*b));
+            let by_load = if converting {
+                by_load
             } else {
-                o.reverse().then(a.cmp(b))
-            }
+                by_load.reverse()
+            };
+            by_load.then(a.cmp(b))
         };
         if k < pool.len() {
             pool.select_nth_unstable_by(k, order);
@@ -1268,7 +1327,7 @@ impl<'a> Tick<'a> {
         loads: &[QueueLoad],
         acc: &Accounting,
         dice: Option<DiceReport>,
-        memo_map: &mut std::collections::BTreeMap<crate::cluster::ContainerId, super::state::Memo>,
+        memo_map: &mut MemoMap,
     ) -> Plan {
         let view = self.view;
         let queues = view

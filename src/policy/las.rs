@@ -210,10 +210,16 @@ pub fn node_step(
         .filter(|&i| tasks[i].running && !touched[i] && now >= expires_at(&tasks[i], s))
         .collect();
     expired.sort_by(|&a, &b| most_attained_first(tasks, a, b));
+    let someone_waits = tasks.iter().any(|t| !t.running);
     for t in expired {
         let candidates: Vec<usize> = waiting.iter().copied().filter(|&m| !touched[m]).collect();
         if candidates.is_empty() {
-            break;
+            // Nobody to swap with now: the timer restarts (timers only matter while
+            // someone waits).
+            if someone_waits {
+                tasks[t].since_ms = now;
+            }
+            continue;
         }
         let freed = used - tasks[t].demand;
         let swap = candidates.into_iter().find(|&m| {

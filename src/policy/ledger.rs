@@ -10,10 +10,12 @@ pub(crate) struct Ledger {
     parents: Vec<Option<usize>>,
     guaranteed: Vec<Amount>,
     disabled: Vec<bool>,
-    /// Per queue, every level: what its containers hold now.
+    /// Per queue, every level: what its containers hold now (YARN's used, less what
+    /// was reclaimed or marked).
     pub held: Vec<Amount>,
     pub node_cap: Vec<Amount>,
-    /// Per node: what its live containers hold physically.
+    /// Per node: what its live containers hold physically (YARN's used, less what
+    /// was reclaimed).
     pub node_held: Vec<Amount>,
     /// Per node: reclaimed room that the node advertises to the RM.
     pub node_reclaimed: Vec<Amount>,
@@ -53,13 +55,13 @@ impl Ledger {
                 .map(|q| Amount::from(q.guaranteed))
                 .collect(),
             disabled: view.queues.iter().map(|q| q.preemption_disabled).collect(),
-            held: vec![Amount::ZERO; nq],
+            held: view.queues.iter().map(|q| Amount::from(q.used)).collect(),
             node_cap: view
                 .nodes
                 .iter()
                 .map(|n| Amount::from(n.capacity))
                 .collect(),
-            node_held: vec![Amount::ZERO; nn],
+            node_held: view.nodes.iter().map(|n| Amount::from(n.used)).collect(),
             node_reclaimed: vec![Amount::ZERO; nn],
             marked: Amount::ZERO,
             budget,
@@ -70,13 +72,11 @@ impl Ledger {
         }
     }
 
-    /// Add leaf sums to every ancestor (parents come before children).
-    pub fn roll_up(&mut self) {
-        for i in (0..self.held.len()).rev() {
-            if let Some(p) = self.parents[i].filter(|&p| p < i) {
-                let h = self.held[i];
-                self.held[p] += h;
-            }
+    /// Account for `amount` a queue's containers no longer hold as of the view
+    /// (reclaimed or marked before this tick).
+    pub fn take_from_queue(&mut self, q: usize, amount: Amount) {
+        for i in self.lineage(q).collect::<Vec<_>>() {
+            self.held[i] -= amount;
         }
     }
 

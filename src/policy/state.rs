@@ -18,8 +18,9 @@ use crate::config::settings::PolicySettings;
 pub struct PolicyState {
     pub(crate) settings: PolicySettings,
     pub(crate) rng: Pcg64,
-    /// Ordered, so that iterating it is deterministic.
-    pub(crate) memos: BTreeMap<ContainerId, Memo>,
+    /// Ordered, so that iterating it is deterministic; with each container's index in
+    /// the last view, a hint that saves a hash lookup when the order is stable.
+    pub(crate) memos: MemoMap,
     pub(crate) dice: DiceState,
     /// Per-tick scratch: container index -> memo slot; kept to avoid reallocating.
     pub(crate) slots: Vec<u32>,
@@ -56,6 +57,9 @@ impl PolicyState {
     }
 }
 
+/// Memos by container id, each with the container's index in the last view.
+pub(crate) type MemoMap = BTreeMap<ContainerId, (u32, Memo)>;
+
 /// Per-container memory. `Default` means "nothing to remember".
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Memo {
@@ -73,6 +77,9 @@ pub(crate) struct Memo {
     pub las_preemptions: u32,
     /// LAS: start of its current quantum, when not its start time.
     pub quantum_start: Option<Millis>,
+    /// LAS, while it waits: when its node next needs a look even if nothing arrives or
+    /// finishes there (the node's earliest quantum expiry).
+    pub las_next_check: Option<Millis>,
     /// Dice: how often it was suspended (at most `max_suspensions`).
     pub dice_suspensions: u32,
 }
@@ -91,6 +98,7 @@ impl Memo {
         self.resume_picks = 0;
         self.last_pick_at = None;
         self.last_step_at = None;
+        self.las_next_check = None;
     }
 }
 
@@ -115,17 +123,18 @@ pub(crate) struct Memos<'s> {
 
 impl<'s> Memos<'s> {
     /// Memos of containers that left the view are dropped here.
-    pub fn load(
-        view: &ClusterView,
-        map: &BTreeMap<ContainerId, Memo>,
-        slots: &'s mut Vec<u32>,
-    ) -> Self {
+    pub fn load(view: &ClusterView, map: &MemoMap, slots: &'s mut Vec<u32>) -> Self {
         if slots.len() < view.containers.len() {
             slots.resize(view.containers.len(), NO_SLOT);
         }
         let mut entries = Vec::with_capacity(map.len());
-        for (id, memo) in map {
-            if let Some(ci) = view.container_by_id(id) {
+        for (id, (hint, memo)) in map {
+            let at_hint = view
+                .containers
+                .get(*hint as usize)
+                .is_some_and(|c| c.id == *id)
+                .then_some(ContainerIdx(*hint));
+            if let Some(ci) = at_hint.or_else(|| view.container_by_id(id)) {
                 slots[ci.get()] = entries.len() as u32;
                 entries.push((ci, *id, *memo));
             }
@@ -162,15 +171,18 @@ impl<'s> Memos<'s> {
     }
 
     /// Write back what is worth keeping and clear the scratch slots.
-    pub fn store(self, view: &ClusterView, map: &mut BTreeMap<ContainerId, Memo>) {
-        map.clear();
+    pub fn store(self, view: &ClusterView, map: &mut MemoMap) {
+        let mut keep = Vec::with_capacity(self.entries.len());
         for (c, id, memo) in self.entries {
             if let Some(slot) = self.slots.get_mut(c.get()) {
                 *slot = NO_SLOT;
             }
             if memo != Memo::default() && view.container(c).is_live() {
-                map.insert(id, memo);
+                keep.push((id, (c.0, memo)));
             }
         }
+        // Bulk-built from sorted entries rather than inserted one by one.
+        keep.sort_unstable_by_key(|(id, _)| *id);
+        *map = keep.into_iter().collect();
     }
 }

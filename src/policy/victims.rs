@@ -2,9 +2,12 @@
 //! estimated remaining time go first; within a job, the newest containers; the
 //! ApplicationMaster only once nothing else of any candidate job is left.
 
-use std::cmp::Ordering;
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
 
-use crate::cluster::{App, AppIdx, ClusterView, Container, ContainerIdx, Millis, QueueIdx};
+use crate::cluster::{
+    App, AppIdx, ClusterView, Container, ContainerId, ContainerIdx, Millis, QueueIdx,
+};
 
 /// BIG-C's estimate of a job's remaining time: elapsed x (1 - progress) / progress.
 /// Without progress yet, the job looks endless (it is the best victim); a finished job
@@ -67,25 +70,35 @@ pub fn newest_first(a: &Container, b: &Container) -> Ordering {
         .then_with(|| b.id.cmp(&a.id))
 }
 
-/// A job's non-AM containers that `eligible` admits, newest first, and its AM
-/// containers separately (the caller reaches them last).
+/// The sort key behind [`newest_first`]: smaller is newer.
+pub fn newest_key(c: &Container) -> (Reverse<Millis>, Reverse<ContainerId>) {
+    (Reverse(c.started_ms), Reverse(c.id))
+}
+
+/// A job's non-AM containers that `eligible` admits, and its AM containers separately
+/// (the caller reaches them last). Unordered: see [`smallest_first`].
 pub fn job_containers(
     view: &ClusterView,
     app: AppIdx,
     eligible: impl Fn(ContainerIdx, &Container) -> bool,
 ) -> (Vec<ContainerIdx>, Vec<ContainerIdx>) {
-    let (mut tasks, mut ams): (Vec<ContainerIdx>, Vec<ContainerIdx>) = view
-        .app(app)
+    view.app(app)
         .containers
         .iter()
         .copied()
         .filter(|&c| eligible(c, view.container(c)))
-        .partition(|&c| !view.container(c).is_am);
-    let order =
-        |a: &ContainerIdx, b: &ContainerIdx| newest_first(view.container(*a), view.container(*b));
-    tasks.sort_by(order);
-    ams.sort_by(order);
-    (tasks, ams)
+        .partition(|&c| !view.container(c).is_am)
+}
+
+/// `items` in increasing `key` order, sorted lazily (a heap): taking the first few of
+/// a job's thousands of containers costs O(n + k log n), not a full sort.
+pub fn smallest_first<K: Ord>(
+    items: Vec<ContainerIdx>,
+    key: impl Fn(ContainerIdx) -> K,
+) -> impl Iterator<Item = ContainerIdx> {
+    let mut heap: BinaryHeap<Reverse<(K, ContainerIdx)>> =
+        items.into_iter().map(|c| Reverse((key(c), c))).collect();
+    std::iter::from_fn(move || heap.pop().map(|Reverse((_, c))| c))
 }
 
 #[cfg(test)]
@@ -139,7 +152,9 @@ mod tests {
             [AppIdx(1), AppIdx(0)]
         );
         let (tasks, ams) = job_containers(&v, AppIdx(1), |_, _| true);
-        let ids: Vec<u64> = tasks.iter().map(|&c| v.container(c).id.id).collect();
+        let ids: Vec<u64> = smallest_first(tasks, |c| newest_key(v.container(c)))
+            .map(|c| v.container(c).id.id)
+            .collect();
         assert_eq!(ids, [4, 3, 2]);
         assert_eq!(ams.len(), 1);
         assert!(v.container(ams[0]).is_am);

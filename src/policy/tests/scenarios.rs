@@ -638,3 +638,31 @@ fn containers_that_vanish_are_forgotten() {
     tick(&gone, &mut state, 123_000);
     assert_eq!(state.remembered_containers(), 0);
 }
+
+#[test]
+fn empty_and_odd_inputs_do_not_panic() {
+    let mut s = settings(PolicyKind::Graceful);
+    for kind in PolicyKind::ALL {
+        s.kind = kind;
+        s.natural_termination_factor = f64::NAN;
+        s.total_preemption_per_round = f64::INFINITY;
+        s.max_ignored_over_capacity = -1.0;
+        s.las.quantum_ms = 0;
+        s.las.starvation_quantum_multiplier = 0;
+        s.dice.window_ms = 0;
+        s.dice.multiplier = f64::NAN;
+        s.dice.min_short_fraction = Some(f64::NAN);
+        let mut state = PolicyState::new(s.clone());
+        let plan = decide(&ClusterView::default(), &mut state, 0);
+        assert!(plan.actions.is_empty());
+        // Time going backwards and a view full of suspended containers.
+        let view = rebuild(&bigc_cluster(2), |_, cs| {
+            for c in cs.iter_mut() {
+                c.state = ContainerState::Suspended;
+                c.current = Limits::new(u64::MAX, u32::MAX);
+            }
+        });
+        decide(&view, &mut state, 1_000_000);
+        decide(&view, &mut state, 0);
+    }
+}
