@@ -186,13 +186,17 @@ impl SubAssign for Amount {
     }
 }
 
+/// As cgroup limits print; beyond 4 million vcores (a sum), whole vcores only.
 impl fmt::Display for Amount {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (whole, frac) = (self.vcores_milli / 1000, self.vcores_milli % 1000);
-        if frac == 0 {
-            write!(f, "<{} MB, {} vcores>", self.memory_mb, whole)
-        } else {
-            write!(f, "<{} MB, {}.{:03} vcores>", self.memory_mb, whole, frac)
+        match u32::try_from(self.vcores_milli) {
+            Ok(milli) => Limits::new(self.memory_mb, milli).fmt(f),
+            Err(_) => write!(
+                f,
+                "<{} MB, {} vcores>",
+                self.memory_mb,
+                self.vcores_milli / 1000
+            ),
         }
     }
 }
@@ -208,6 +212,10 @@ mod tests {
         assert_eq!(a.to_resource(), Resource::new(4032, 1));
         assert_eq!(a.to_string(), "<4032 MB, 1.990 vcores>");
         assert_eq!(Amount::new(8192, 4000).to_string(), "<8192 MB, 4 vcores>");
+        assert_eq!(
+            Amount::new(1, 5_000_000_000).to_string(),
+            "<1 MB, 5000000 vcores>"
+        );
     }
 
     #[test]

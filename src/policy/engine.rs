@@ -319,22 +319,34 @@ impl<'a> Tick<'a> {
     /// Give a container its whole allocation back.
     fn resume_fully(&mut self, ci: ContainerIdx, policy: PolicyKind, room: Room, reason: String) {
         let c = self.view.container(ci);
-        let inc = Amount::from(c.allocated) - held_of(c);
-        let q = self.queue_of(c);
-        self.ledger.give(q, room, inc);
-        let m = self.memos.get_mut(ci, c.id);
-        m.resumed();
-        let to = Limits::from(c.allocated);
-        self.push(
-            ci,
-            ActionKind::Resume {
-                container: c.id,
-                to,
-            },
-            policy,
-            reason,
-            None,
-        );
+        let owed = Amount::from(c.allocated) - held_of(c);
+        self.resume_by(ci, policy, room, owed, reason);
+    }
+
+    /// Give a container `inc` more (a graceful step), or everything it is owed.
+    fn resume_by(
+        &mut self,
+        ci: ContainerIdx,
+        policy: PolicyKind,
+        room: Room,
+        inc: Amount,
+        reason: String,
+    ) {
+        let c = self.view.container(ci);
+        let owed = Amount::from(c.allocated) - held_of(c);
+        let inc = inc.component_min(owed);
+        self.ledger.give(self.queue_of(c), room, inc);
+        let to = if inc == owed {
+            self.memos.get_mut(ci, c.id).resumed();
+            Limits::from(c.allocated)
+        } else {
+            (held_of(c) + inc).to_limits()
+        };
+        let kind = ActionKind::Resume {
+            container: c.id,
+            to,
+        };
+        self.push(ci, kind, policy, reason, None);
     }
 
     /// Suspend to the footprint, taking through the ledger; false if it refuses.
@@ -539,22 +551,12 @@ impl<'a> Tick<'a> {
                 "queue {queue} is {} below its ideal share; picked for resumption {picks} times (delayed resumption D = {d})",
                 acc.ideal[q] - self.ledger.held[q]
             );
-            if inc == owed {
-                self.resume_fully(ci, policy, Room::Advertised(n), reason);
+            let reason = if inc == owed {
+                reason
             } else {
-                self.ledger.give(q, Room::Advertised(n), inc);
-                let to = (held_of(c) + inc).to_limits();
-                self.push(
-                    ci,
-                    ActionKind::Resume {
-                        container: c.id,
-                        to,
-                    },
-                    policy,
-                    format!("{reason}; one graceful step back"),
-                    None,
-                );
-            }
+                format!("{reason}; one graceful step back")
+            };
+            self.resume_by(ci, policy, Room::Advertised(n), inc, reason);
         }
     }
 
