@@ -1,9 +1,10 @@
-//! One decision tick. A single pass over the containers fills the ledger (what every
-//! queue and node holds); then, in order: containers whose policy is `none` get their
-//! allocation back; share-based policies (kill, immediate, graceful, adaptive) resume
-//! and reclaim by queue accounting; LAS runs the node algorithm where a node needs it;
-//! Dice samples its window and acts when one closes; last, node capacities and
-//! partitions are brought in line with what was reclaimed.
+//! One decision tick. The ledger (what every queue and node holds) starts from the
+//! view's usage totals less what its suspended and shrunk containers gave up; then, in
+//! order: containers whose policy is `none` get their allocation back; share-based
+//! policies (kill, immediate, graceful, adaptive) resume and reclaim by queue
+//! accounting; LAS runs the node algorithm where a node needs it; Dice samples its
+//! window and acts when one closes; last, node capacities and partitions are brought in
+//! line with what was reclaimed.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -349,7 +350,8 @@ impl<'a> Tick<'a> {
         self.push(ci, kind, policy, reason, None);
     }
 
-    /// Suspend to the footprint, taking through the ledger; false if it refuses.
+    /// Suspend to the footprint, taking through the ledger; what was taken, or None if
+    /// the ledger refuses.
     fn suspend(
         &mut self,
         ci: ContainerIdx,
@@ -1048,7 +1050,6 @@ impl<'a> Tick<'a> {
         let (Some(last), true) = (st.last_sample_ms, st.window.is_some()) else {
             st.window = Some(DiceWindow::new(self.now));
             st.last_sample_ms = Some(self.now);
-            self.dice = Some(scan);
             return None;
         };
         let window = st.window.get_or_insert_with(|| DiceWindow::new(last));
@@ -1062,7 +1063,6 @@ impl<'a> Tick<'a> {
         );
         st.last_sample_ms = Some(self.now);
         if !window.is_due(self.now, s.window_ms) {
-            self.dice = Some(scan);
             return None;
         }
         // Short tasks still waiting count with the time they have waited so far.
@@ -1077,7 +1077,6 @@ impl<'a> Tick<'a> {
         let mut report = dice::window_decision(window.mean_wait_ms(), share, view.nodes.len(), s);
         st.short_partition = Some(report.short_partition);
         st.window = Some(DiceWindow::new(self.now));
-        self.dice = Some(scan);
         if report.preemption_requests > 0 {
             self.plan_partitions(report.short_partition);
             let converting: HashSet<usize> =
@@ -1116,8 +1115,7 @@ impl<'a> Tick<'a> {
     }
 
     /// A node that received a preemption request suspends one running long container
-    /// if Dice's four conditions hold.
-    /// `unit` is the smallest outstanding short request, if any.
+    /// if Dice's four conditions hold; `unit` is the smallest outstanding short request.
     fn dice_node(&mut self, n: usize, unit: Option<Amount>, header: &str) -> bool {
         let view = self.view;
         let settings = self.s;
