@@ -12,7 +12,9 @@
 //! shared machine the minimum is the better estimate of the cost itself.
 //!
 //! Run with `cargo bench --bench policy`; `-- --quick` for 1k and 10k only,
-//! `-- --nodes N --policy P` to time one size and one policy (e.g. under `perf`).
+//! `-- --nodes N --policy P` to time one size and one policy (e.g. under `perf`),
+//! `-- --full-admission` to give every node Q = 4 suspended containers beyond its
+//! capacity (LAS's busy steady state).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -33,7 +35,10 @@ const T0: Millis = 10_000_000;
 /// suspended; 10 short queues with 3% of the cluster pending (more than the free room,
 /// so every share-based policy has to preempt); 2% of the nodes running one short
 /// container beyond their capacity (LAS's N+Q admission).
-fn cluster(nodes: usize) -> ClusterView {
+///
+/// With `full_admission`, every node also holds Q = 4 suspended containers beyond its
+/// capacity, as under LAS's N+Q admission in a busy cluster.
+fn cluster(nodes: usize, full_admission: bool) -> ClusterView {
     let node = Resource::new(20 * 4096, 20);
     let mut b = ClusterBuilder::new().nodes(nodes, node);
     for q in 0..LONG_QUEUES {
@@ -63,6 +68,16 @@ fn cluster(nodes: usize) -> ClusterView {
             .pending(pending / SHORT_QUEUES as u32, Resource::new(4096, 1));
         for k in (q..nodes / 50).step_by(SHORT_QUEUES) {
             b = b.containers_on(k * 50, 1, Resource::new(4096, 1));
+        }
+    }
+    if full_admission {
+        b = b.app("root.long00", "SPARK").submitted(T0 - 600_000);
+        for n in 0..nodes {
+            for _ in 0..4 {
+                b = b
+                    .containers_on(n, 1, Resource::new(4096, 1))
+                    .suspended(Limits::MIN_FOOTPRINT);
+            }
         }
     }
     let view = b.build().expect("benchmark cluster");
@@ -222,6 +237,7 @@ fn arg<T: std::str::FromStr>(name: &str) -> Option<T> {
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    let full_admission = std::env::args().any(|a| a == "--full-admission");
     let only: Option<PolicyKind> = arg("--policy");
     let one: Option<usize> = arg("--nodes");
     let all: Vec<(usize, usize)> = if quick {
@@ -253,7 +269,7 @@ fn main() {
     let mut buf = vec![0u8; 128 << 20];
     for &(nodes, iters) in &sizes {
         let t = Instant::now();
-        let view = cluster(nodes);
+        let view = cluster(nodes, full_admission);
         eprintln!("built {nodes} nodes in {:.1} s", t.elapsed().as_secs_f64());
         let (build, base, base_cold, rows) = measure(&view, iters, only, &mut buf);
         for r in &rows {

@@ -19,13 +19,13 @@ use super::las::{self, LasCause, LasGate, LasTask};
 use super::ledger::{Ledger, Room};
 use super::plan::{Action, ActionKind, Before, PendingKill, Plan};
 use super::select::{app_policy, is_share_based};
-use super::state::{DiceState, MemoMap, Memos, PolicyState};
+use super::state::{DiceState, Memos, PolicyState};
 use super::victims::{
     describe_remaining, job_containers, jobs_by_remaining_time, newest_key, smallest_first,
 };
 use crate::cluster::{
-    AppIdx, ClusterView, Container, ContainerIdx, ContainerState, JobClass, Millis, Partition,
-    PolicyKind,
+    AppIdx, ClusterView, Container, ContainerIdx, ContainerState, JobClass, Millis, NodeId,
+    Partition, PolicyKind,
 };
 use crate::config::settings::PolicySettings;
 use crate::resources::{Limits, Resource};
@@ -36,10 +36,17 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
         rng,
         memos,
         dice: dice_state,
-        slots,
+        las_checks,
     } = state;
-    let loaded = Memos::load(view, memos, slots);
-    let mut t = Tick::new(view, settings, now, loaded, dice_state.last_sample_ms);
+    let memos = Memos::new(view, memos);
+    let mut t = Tick::new(
+        view,
+        settings,
+        now,
+        memos,
+        dice_state.last_sample_ms,
+        las_checks,
+    );
     t.release_unmanaged();
     let (loads, acc) = t.share_based();
     if t.las_active {
@@ -52,7 +59,7 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
     };
     t.partitions(dice_state);
     t.node_capacities();
-    t.finish(&loads, &acc, report, memos)
+    t.finish(&loads, &acc, report)
 }
 
 /// Per node: what its waiting (suspended or shrunk) LAS containers hold, the least
@@ -71,7 +78,8 @@ struct DiceScan {
     all_vcores: u64,
 }
 
-/// Containers already given an action this tick (one action per container per plan).
+/// A set of this view's containers as a bitmap: containers already given an action
+/// this tick (one action per container per plan), or marked for killing.
 struct Acted(Vec<u64>);
 
 impl Acted {
@@ -139,9 +147,11 @@ struct Tick<'a> {
     ledger: Ledger,
     /// Live containers not at their allocation.
     waiting: Vec<ContainerIdx>,
-    /// Live containers marked for killing.
+    /// Live containers marked for killing, as a list and as a set.
     marked: Vec<ContainerIdx>,
+    marked_set: Acted,
     acted: Acted,
+    las_checks: &'a mut HashMap<NodeId, Millis>,
     las_active: bool,
     dice_active: bool,
     las: Option<LasScan>,
@@ -211,6 +221,7 @@ impl<'a> Tick<'a> {
         now: Millis,
         memos: Memos<'a>,
         dice_sampled_until: Option<Millis>,
+        las_checks: &'a mut HashMap<NodeId, Millis>,
     ) -> Self {
         let total = Amount::from(view.capacity);
         let policy: Vec<PolicyKind> = view.apps.iter().map(|a| app_policy(view, a, s)).collect();
@@ -243,20 +254,25 @@ impl<'a> Tick<'a> {
                     l.waiting[n] += 1;
                     l.waiting_held[n] += held;
                     l.smallest[n] = l.smallest[n].component_min(reclaimed);
-                    l.due[n] |= memos.get(ci).las_next_check.is_none_or(|t| t <= now);
                 }
                 _ => ledger.node_reclaimed[n] += reclaimed,
             }
         }
-        // A marked container still runs, but its queue no longer counts on it.
-        let mut marked = Vec::new();
-        for (ci, m) in memos.containers() {
-            let c = view.container(ci);
-            if m.kill_marked_at.is_some() && c.is_live() {
-                ledger.take_from_queue(view.app(c.app).queue.get(), held_of(c));
-                ledger.marked += held_of(c);
-                marked.push(ci);
+        if let Some(l) = las.as_mut() {
+            for (n, node) in view.nodes.iter().enumerate() {
+                if l.waiting[n] > 0 {
+                    l.due[n] = las_checks.get(&node.id).is_none_or(|&t| t <= now);
+                }
             }
+        }
+        // A marked container still runs, but its queue no longer counts on it.
+        let marked = memos.marked();
+        let mut marked_set = Acted::new(view.containers.len());
+        for &ci in &marked {
+            let c = view.container(ci);
+            ledger.take_from_queue(view.app(c.app).queue.get(), held_of(c));
+            ledger.marked += held_of(c);
+            marked_set.insert(ci);
         }
         let dice = dice_active.then(|| dice_samples(view, &waiting, now, dice_sampled_until));
         Tick {
@@ -269,7 +285,9 @@ impl<'a> Tick<'a> {
             ledger,
             waiting,
             marked,
+            marked_set,
             acted: Acted::new(view.containers.len()),
+            las_checks,
             las_active,
             dice_active,
             las,
@@ -659,7 +677,7 @@ impl<'a> Tick<'a> {
         matches!(c.state, ContainerState::Running | ContainerState::Shrunk)
             && !self.acted.contains(ci)
             && !held_of(c).fits_in(&self.floor(c))
-            && self.memos.get(ci).kill_marked_at.is_none()
+            && !self.marked_set.contains(ci)
     }
 
     /// BIG-C Algorithm 2 on one over-served queue: jobs by longest remaining time,
@@ -1010,10 +1028,13 @@ impl<'a> Tick<'a> {
                 self.memos.get_mut(idx[i], c.id).quantum_start = Some(t.since_ms);
             }
         }
-        let next = las::next_expiry(&tasks, &s.las).unwrap_or(Millis::MAX);
-        for (i, _) in tasks.iter().enumerate().filter(|(_, t)| !t.running) {
-            let c = view.container(idx[i]);
-            self.memos.get_mut(idx[i], c.id).las_next_check = Some(next);
+        match las::next_expiry(&tasks, &s.las) {
+            Some(next) => {
+                self.las_checks.insert(node.id.clone(), next);
+            }
+            None => {
+                self.las_checks.remove(&node.id);
+            }
         }
         let running = Amount::sum(tasks.iter().filter(|t| t.running).map(|t| t.demand));
         if !running.fits_in(&cap) {
@@ -1322,13 +1343,7 @@ impl<'a> Tick<'a> {
         });
     }
 
-    fn finish(
-        self,
-        loads: &[QueueLoad],
-        acc: &Accounting,
-        dice: Option<DiceReport>,
-        memo_map: &mut MemoMap,
-    ) -> Plan {
+    fn finish(self, loads: &[QueueLoad], acc: &Accounting, dice: Option<DiceReport>) -> Plan {
         let view = self.view;
         let queues = view
             .queues
@@ -1351,7 +1366,7 @@ impl<'a> Tick<'a> {
         let round_cap = self
             .total
             .scale(capacity::finite_or(self.s.total_preemption_per_round, 0.0));
-        self.memos.store(view, memo_map);
+        self.memos.finish();
         Plan {
             now: self.now,
             policy: self.s.kind,

@@ -66,9 +66,9 @@ pub fn decide(view: &ClusterView, state: &mut PolicyState, now: Millis) -> Plan 
     if !state.settings.observe_only {
         return engine::run(view, state, now);
     }
-    let remembered = state.memos.clone();
+    let remembered = (state.memos.clone(), state.las_checks.clone());
     let mut plan = engine::run(view, state, now);
-    state.memos = remembered;
+    (state.memos, state.las_checks) = remembered;
     plan.observe_only = true;
     plan.observed = std::mem::take(&mut plan.actions);
     plan

@@ -2,14 +2,18 @@
 //! truth about containers; the state only adds what the view cannot say (when a
 //! container was suspended, how often it was picked for resumption, LAS timers, Dice's
 //! window), keyed by container id so that containers may come and go freely.
+//!
+//! A tick never walks all of it: memos are looked up by id as containers are
+//! considered, memos of containers that left are swept a slice per tick, and the few
+//! kill marks are kept in their own ordered set.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
 
 use super::dice::DiceWindow;
-use crate::cluster::{ClusterView, ContainerId, ContainerIdx, Millis};
+use crate::cluster::{ClusterView, ContainerId, ContainerIdx, Millis, NodeId};
 use crate::config::settings::PolicySettings;
 
 /// Everything a policy carries from one tick to the next. One per controller (or
@@ -18,12 +22,11 @@ use crate::config::settings::PolicySettings;
 pub struct PolicyState {
     pub(crate) settings: PolicySettings,
     pub(crate) rng: Pcg64,
-    /// Ordered, so that iterating it is deterministic; with each container's index in
-    /// the last view, a hint that saves a hash lookup when the order is stable.
-    pub(crate) memos: MemoMap,
+    pub(crate) memos: MemoStore,
     pub(crate) dice: DiceState,
-    /// Per-tick scratch: container index -> memo slot; kept to avoid reallocating.
-    pub(crate) slots: Vec<u32>,
+    /// LAS: per node, when it next needs a look even if nothing arrives or finishes
+    /// there (its earliest quantum expiry while a container waits).
+    pub(crate) las_checks: HashMap<NodeId, Millis>,
 }
 
 impl PolicyState {
@@ -31,9 +34,9 @@ impl PolicyState {
         PolicyState {
             rng: Pcg64::seed_from_u64(settings.seed),
             settings,
-            memos: BTreeMap::new(),
+            memos: MemoStore::default(),
             dice: DiceState::default(),
-            slots: Vec::new(),
+            las_checks: HashMap::new(),
         }
     }
 
@@ -51,14 +54,12 @@ impl PolicyState {
         self.settings = s;
     }
 
-    /// Containers the state currently remembers something about.
+    /// Containers the state currently remembers something about (including some that
+    /// left the view and are not swept yet).
     pub fn remembered_containers(&self) -> usize {
-        self.memos.len()
+        self.memos.map.len()
     }
 }
-
-/// Memos by container id, each with the container's index in the last view.
-pub(crate) type MemoMap = BTreeMap<ContainerId, (u32, Memo)>;
 
 /// Per-container memory. `Default` means "nothing to remember".
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -77,9 +78,6 @@ pub(crate) struct Memo {
     pub las_preemptions: u32,
     /// LAS: start of its current quantum, when not its start time.
     pub quantum_start: Option<Millis>,
-    /// LAS, while it waits: when its node next needs a look even if nothing arrives or
-    /// finishes there (the node's earliest quantum expiry).
-    pub las_next_check: Option<Millis>,
     /// Dice: how often it was suspended (at most `max_suspensions`).
     pub dice_suspensions: u32,
 }
@@ -98,7 +96,6 @@ impl Memo {
         self.resume_picks = 0;
         self.last_pick_at = None;
         self.last_step_at = None;
-        self.las_next_check = None;
     }
 }
 
@@ -113,76 +110,93 @@ pub(crate) struct DiceState {
     pub short_share: Option<f64>,
 }
 
-const NO_SLOT: u32 = u32::MAX;
-
-/// The memos of the containers in this tick's view, addressable by container index.
-pub(crate) struct Memos<'s> {
-    entries: Vec<(ContainerIdx, ContainerId, Memo)>,
-    slots: &'s mut Vec<u32>,
+/// Memos by container id, the order in which they are swept, and the marked ones.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct MemoStore {
+    map: HashMap<ContainerId, Memo>,
+    sweep: VecDeque<ContainerId>,
+    marked: BTreeSet<ContainerId>,
 }
 
-impl<'s> Memos<'s> {
-    /// Memos of containers that left the view are dropped here.
-    pub fn load(view: &ClusterView, map: &MemoMap, slots: &'s mut Vec<u32>) -> Self {
-        if slots.len() < view.containers.len() {
-            slots.resize(view.containers.len(), NO_SLOT);
-        }
-        let mut entries = Vec::with_capacity(map.len());
-        for (id, (hint, memo)) in map {
-            let at_hint = view
-                .containers
-                .get(*hint as usize)
-                .is_some_and(|c| c.id == *id)
-                .then_some(ContainerIdx(*hint));
-            if let Some(ci) = at_hint.or_else(|| view.container_by_id(id)) {
-                slots[ci.get()] = entries.len() as u32;
-                entries.push((ci, *id, *memo));
-            }
-        }
-        Memos { entries, slots }
-    }
+/// One tick's access to the memos of the containers in its view.
+pub(crate) struct Memos<'a> {
+    store: &'a mut MemoStore,
+    view: &'a ClusterView,
+    touched: Vec<ContainerIdx>,
+}
 
-    fn slot(&self, c: ContainerIdx) -> Option<usize> {
-        let s = *self.slots.get(c.get())? as usize;
-        (self.entries.get(s)?.0 == c).then_some(s)
+impl<'a> Memos<'a> {
+    pub fn new(view: &'a ClusterView, store: &'a mut MemoStore) -> Self {
+        Memos {
+            store,
+            view,
+            touched: Vec::new(),
+        }
     }
 
     pub fn get(&self, c: ContainerIdx) -> Memo {
-        self.slot(c).map(|s| self.entries[s].2).unwrap_or_default()
+        let id = self.view.container(c).id;
+        self.store.map.get(&id).copied().unwrap_or_default()
     }
 
     pub fn get_mut(&mut self, c: ContainerIdx, id: ContainerId) -> &mut Memo {
-        let s = match self.slot(c) {
-            Some(s) => s,
-            None => {
-                if let Some(slot) = self.slots.get_mut(c.get()) {
-                    *slot = self.entries.len() as u32;
-                }
-                self.entries.push((c, id, Memo::default()));
-                self.entries.len() - 1
-            }
-        };
-        &mut self.entries[s].2
+        self.touched.push(c);
+        let store = &mut *self.store;
+        store.map.entry(id).or_insert_with(|| {
+            store.sweep.push_back(id);
+            Memo::default()
+        })
     }
 
-    /// Containers with a memo, in id order.
-    pub fn containers(&self) -> impl Iterator<Item = (ContainerIdx, Memo)> + '_ {
-        self.entries.iter().map(|(c, _, m)| (*c, *m))
+    /// Live containers marked for killing, in id order.
+    pub fn marked(&self) -> Vec<ContainerIdx> {
+        self.store
+            .marked
+            .iter()
+            .filter_map(|id| self.view.container_by_id(id))
+            .filter(|&c| self.view.container(c).is_live())
+            .collect()
     }
 
-    /// Write back what is worth keeping and clear the scratch slots.
-    pub fn store(self, view: &ClusterView, map: &mut MemoMap) {
-        let mut keep = Vec::with_capacity(self.entries.len());
-        for (c, id, memo) in self.entries {
-            if let Some(slot) = self.slots.get_mut(c.get()) {
-                *slot = NO_SLOT;
-            }
-            if memo != Memo::default() && view.container(c).is_live() {
-                keep.push((id, (c.0, memo)));
+    /// Drop what is no longer worth keeping among the memos touched this tick, keep
+    /// the marked set in step, and sweep a slice of the rest for containers that left.
+    pub fn finish(self) {
+        let Memos {
+            store,
+            view,
+            touched,
+        } = self;
+        for c in touched {
+            let id = view.container(c).id;
+            let memo = store.map.get(&id).copied().unwrap_or_default();
+            if memo == Memo::default() || !view.container(c).is_live() {
+                store.map.remove(&id);
+                store.marked.remove(&id);
+            } else if memo.kill_marked_at.is_some() {
+                store.marked.insert(id);
+            } else {
+                store.marked.remove(&id);
             }
         }
-        // Bulk-built from sorted entries rather than inserted one by one.
-        keep.sort_unstable_by_key(|(id, _)| *id);
-        *map = keep.into_iter().collect();
+        // Small enough to cost little per tick; the whole store is still swept every
+        // few hundred ticks, so memos of finished containers do not pile up.
+        let slice = 64 + store.map.len() / 512;
+        for _ in 0..slice.min(store.sweep.len()) {
+            let Some(id) = store.sweep.pop_front() else {
+                break;
+            };
+            if !store.map.contains_key(&id) {
+                continue;
+            }
+            let alive = view
+                .container_by_id(&id)
+                .is_some_and(|c| view.container(c).is_live());
+            if alive {
+                store.sweep.push_back(id);
+            } else {
+                store.map.remove(&id);
+                store.marked.remove(&id);
+            }
+        }
     }
 }
