@@ -24,7 +24,9 @@
 //!
 //! Building blocks the simulator may call per event instead of rebuilding a view:
 //! - [`las::node_step`] runs the Kairos node scheduler on one node's containers
-//!   ([`las::LasTask`]); [`las::next_expiry`] says when to call it again,
+//!   ([`las::LasTask`]), asking a [`las::LasGate`] callback before each suspension
+//!   (a simulator without queue limits agrees to all); [`las::next_expiry`] says when
+//!   to call it again,
 //!   [`las::admission`] gives the N+Q capacity and [`las::place`] the central placement
 //!   hint (fewest containers, then lowest variance of attained service);
 //! - [`dice::DiceWindow`] collects waiting times, [`dice::window_decision`] turns a
