@@ -122,20 +122,6 @@ impl Amount {
         )
     }
 
-    /// How many whole `unit`s fit in `self` (components of `unit` that are zero do not
-    /// limit); `u64::MAX` when `unit` is zero.
-    pub fn count_of(&self, unit: &Amount) -> u64 {
-        let one = |v: u64, u: u64| v.checked_div(u).unwrap_or(u64::MAX);
-        one(self.memory_mb, unit.memory_mb).min(one(self.vcores_milli, unit.vcores_milli))
-    }
-
-    pub fn times(self, n: u64) -> Amount {
-        Amount::new(
-            self.memory_mb.saturating_mul(n),
-            self.vcores_milli.saturating_mul(n),
-        )
-    }
-
     pub fn sum<I: IntoIterator<Item = Amount>>(items: I) -> Amount {
         items.into_iter().fold(Amount::ZERO, |a, b| a + b)
     }
@@ -229,8 +215,6 @@ mod tests {
             Amount::new(u64::MAX, 10).proportion(Amount::new(3, 1), Amount::new(4, 0)),
             Amount::new(u64::MAX / 4 * 3 + 2, 0)
         );
-        assert_eq!(Amount::new(10, 10).count_of(&Amount::new(3, 0)), 3);
-        assert_eq!(Amount::new(10, 10).count_of(&Amount::ZERO), u64::MAX);
         assert_eq!(
             Amount::new(u64::MAX, 1) + Amount::new(1, 1),
             Amount::new(u64::MAX, 2)

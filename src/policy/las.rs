@@ -456,6 +456,26 @@ mod tests {
         assert_eq!(place(&nodes), Some(2));
         assert_eq!(place(&nodes[3..]), None);
         assert_eq!(variance([1u64, 3].into_iter()), 1.0);
+        let view = crate::cluster::builder::ClusterBuilder::new()
+            .nodes(2, Resource::new(8192, 4))
+            .queue("root.q", 100.0, 100.0, crate::cluster::JobClass::Long)
+            .app("root.q", "SPARK")
+            .containers_on(0, 1, Resource::new(1024, 1))
+            .with_last(|c| c.attained_service_ms = 1000)
+            .containers_on(0, 1, Resource::new(1024, 1))
+            .with_last(|c| c.attained_service_ms = 3000)
+            .build()
+            .unwrap();
+        let loads = node_loads(&view, &s);
+        assert_eq!(
+            loads[0],
+            NodeLoad {
+                containers: 2,
+                slots: 8,
+                attained_variance: 1_000_000.0
+            }
+        );
+        assert_eq!(place(&loads), Some(1));
         assert_eq!(variance([5u64].into_iter()), 0.0);
     }
 }
