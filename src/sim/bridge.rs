@@ -3,16 +3,14 @@
 //! and applies the resulting actions through the cost model. "The same src/policy/ code
 //! runs in the simulator" means everything policy-specific goes through this file.
 
-use std::convert::Infallible;
-
 use crate::cluster::{
     App, AppIdx, ApplicationAttemptId, ApplicationId, ClusterView, Container, ContainerId, Millis,
     Node, NodeId, NodeIdx, Partition, PolicyKind, Queue, QueueIdx, ResourceRequest, ViewError,
 };
 use crate::config::settings::PolicySettings;
+use crate::policy::{self, ActionKind, PolicyState};
 use crate::resources::{Limits, Resource};
 use crate::sim::engine::{Core, NONE, Phase};
-use crate::sim::error::SimError;
 use crate::sim::sched::central::Leaf;
 use crate::sim::workload::{MICROS_PER_MILLI, Time};
 
@@ -21,10 +19,6 @@ pub const SIM_CLUSTER_TIMESTAMP: u64 = 1_700_000_000_000;
 
 /// What a policy asked for, in simulator indices.
 #[derive(Clone, Copy, Debug, PartialEq)]
-#[expect(
-    dead_code,
-    reason = "built from src/policy/ plans once that module lands"
-)]
 pub(crate) enum SimAction {
     Suspend { container: u32, to: Limits },
     Shrink { container: u32, to: Limits },
@@ -36,36 +30,82 @@ pub(crate) enum SimAction {
 
 /// A policy from src/policy/ and its state across ticks.
 pub(crate) struct PolicyBridge {
-    // Uninhabited until src/policy/ provides `decide`: no bridge can be built, so no
-    // simulated policy can pretend to run.
-    missing: Infallible,
+    state: PolicyState,
 }
 
 impl PolicyBridge {
-    pub fn new(
-        scheduler: &str,
-        _kind: PolicyKind,
-        _settings: PolicySettings,
-    ) -> Result<PolicyBridge, SimError> {
-        Err(SimError::PolicyUnavailable {
-            scheduler: scheduler.to_string(),
-            needs: "policy::decide",
-        })
+    pub fn new(kind: PolicyKind, mut settings: PolicySettings) -> PolicyBridge {
+        settings.kind = kind;
+        settings.observe_only = false;
+        PolicyBridge {
+            state: PolicyState::new(settings),
+        }
     }
 
+    /// One monitoring tick: `policy::decide` on the view, its actions in simulator
+    /// indices. An action naming something not in the view is a policy bug and an error.
     pub fn decide(
         &mut self,
-        _view: &ClusterView,
-        _ids: &ViewBuilder,
-        _now: Millis,
+        view: &ClusterView,
+        ids: &ViewBuilder,
+        now: Millis,
     ) -> Result<Vec<SimAction>, String> {
-        match self.missing {}
+        let plan = policy::decide(view, &mut self.state, now);
+        plan.actions
+            .iter()
+            .map(|a| {
+                let container = |id: &ContainerId| {
+                    ids.container(view, id)
+                        .ok_or_else(|| format!("policy acted on {id}, which is not in the view"))
+                };
+                let node = |id: &NodeId| {
+                    ids.node(id).ok_or_else(|| {
+                        format!("policy acted on node {id}, which is not in the view")
+                    })
+                };
+                Ok(match &a.kind {
+                    ActionKind::Suspend {
+                        container: c,
+                        footprint,
+                    } => SimAction::Suspend {
+                        container: container(c)?,
+                        to: *footprint,
+                    },
+                    ActionKind::Shrink { container: c, to } => SimAction::Shrink {
+                        container: container(c)?,
+                        to: *to,
+                    },
+                    ActionKind::Resume { container: c, to } => SimAction::Resume {
+                        container: container(c)?,
+                        to: *to,
+                    },
+                    ActionKind::Kill { container: c } => SimAction::Kill {
+                        container: container(c)?,
+                    },
+                    ActionKind::SetNodeCapacity {
+                        node: n,
+                        advertised,
+                    } => SimAction::SetNodeCapacity {
+                        node: node(n)?,
+                        advertised: *advertised,
+                    },
+                    ActionKind::SetNodePartition { node: n, partition } => {
+                        SimAction::SetNodePartition {
+                            node: node(n)?,
+                            partition: *partition,
+                        }
+                    }
+                })
+            })
+            .collect()
     }
 }
 
 /// Builds [`ClusterView`]s of the simulated cluster and maps the policy's ids back.
 pub(crate) struct ViewBuilder {
     node_ids: Vec<NodeId>,
+    /// View container index -> simulator container, for the last view built.
+    containers: Vec<u32>,
     /// Job -> view application index (u32::MAX when absent) for the current view.
     app_of: Vec<u32>,
 }
@@ -74,8 +114,25 @@ impl ViewBuilder {
     pub fn new(nodes: usize) -> ViewBuilder {
         ViewBuilder {
             node_ids: (0..nodes).map(node_id).collect(),
+            containers: Vec::new(),
             app_of: Vec::new(),
         }
+    }
+
+    /// The simulator container behind a container id of the last view.
+    pub fn container(&self, view: &ClusterView, id: &ContainerId) -> Option<u32> {
+        view.container_by_id(id)
+            .and_then(|i| self.containers.get(i.get()).copied())
+    }
+
+    pub fn node(&self, id: &NodeId) -> Option<u32> {
+        let n: u32 = id
+            .as_str()
+            .strip_prefix("sim-node-")?
+            .strip_suffix(":8041")?
+            .parse()
+            .ok()?;
+        ((n as usize) < self.node_ids.len()).then_some(n)
     }
 
     pub fn build<M: Copy + std::fmt::Debug>(
@@ -148,6 +205,7 @@ impl ViewBuilder {
                 containers: vec![],
             })
             .collect();
+        self.containers.clear();
         let mut containers = Vec::with_capacity(live.len());
         for &c in &live {
             let k = core.container(c);
@@ -169,6 +227,7 @@ impl ViewBuilder {
                 swapping: k.phase == Phase::Steady
                     && core.cfg.costs.swapping(k.allocated, k.current),
             });
+            self.containers.push(c);
         }
         ClusterView::new(queues, apps, nodes, containers)
     }

@@ -188,6 +188,18 @@ pub struct SchedArgs {
     /// Policy monitoring interval (yarn.preemptor.monitoring-interval-ms).
     #[arg(long, value_name = "MS")]
     pub monitoring_interval_ms: Option<u64>,
+    /// Dice: MaxTaskWaitingTime, the mean short-task wait at which Dice acts in full
+    /// (yarn.preemptor.dice.max-task-waiting-ms; the Dice paper used 1000 s on Yahoo).
+    #[arg(long, value_name = "SECS")]
+    pub dice_max_wait_secs: Option<f64>,
+    /// Kairos: quantum W (default: 100 for Yahoo-like traces, else
+    /// yarn.preemptor.las.quantum-ms).
+    #[arg(long, value_name = "SECS")]
+    pub las_quantum_secs: Option<f64>,
+    /// Kairos: containers admitted beyond one per core (default: 2 on one-core nodes, as
+    /// in the thesis' simulations, else yarn.preemptor.las.extra-slots).
+    #[arg(long, value_name = "Q")]
+    pub las_extra_slots: Option<u32>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -490,6 +502,23 @@ fn sched_params(a: &SchedArgs) -> Result<SchedParams, SimError> {
         }
         p.queues = a.queues.clone();
     }
+    if let Some(s) = a.dice_max_wait_secs {
+        if !s.is_finite() || s <= 0.0 {
+            return Err(SimError::Setting(format!(
+                "--dice-max-wait-secs must be > 0, got {s}"
+            )));
+        }
+        p.policy.dice.max_task_waiting_ms = (s * 1000.0).round() as u64;
+    }
+    if let Some(s) = a.las_quantum_secs {
+        if !s.is_finite() || s <= 0.0 {
+            return Err(SimError::Setting(format!(
+                "--las-quantum-secs must be > 0, got {s}"
+            )));
+        }
+        p.kairos_quantum = Some(secs(s));
+    }
+    p.kairos_extra_slots = a.las_extra_slots;
     if let Some(ms) = a.monitoring_interval_ms {
         if ms == 0 {
             return Err(SimError::Setting(

@@ -119,6 +119,8 @@ pub(crate) struct Container {
 /// Why a container left its node.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Released {
+    /// The container's slot, already free for reuse.
+    pub container: u32,
     pub node: u32,
     pub job: u32,
     pub shape: Resource,
@@ -572,6 +574,7 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
         k.live = false;
         k.epoch = k.epoch.wrapping_add(1);
         let r = Released {
+            container: c,
             node: k.node,
             job: k.job,
             shape: k.allocated,

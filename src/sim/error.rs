@@ -21,16 +21,6 @@ pub enum SimError {
     File { path: PathBuf, msg: String },
     #[error("invalid simulation setting: {0}")]
     Setting(String),
-    #[error(
-        "scheduler {scheduler} runs src/policy/ code ({needs}), which this build does not \
-         provide yet"
-    )]
-    PolicyUnavailable {
-        scheduler: String,
-        needs: &'static str,
-    },
-    #[error("policy engine: {0}")]
-    Policy(String),
     #[error("plotting {}: {msg}", path.display())]
     Plot { path: PathBuf, msg: String },
 }

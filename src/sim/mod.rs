@@ -69,7 +69,7 @@ pub fn simulate(
         SchedulerKind::Fifo | SchedulerKind::Reserve | SchedulerKind::Capacity(_) => {
             let policy = match kind {
                 SchedulerKind::Capacity(policy) if policy != PolicyKind::None => Some((
-                    PolicyBridge::new(&name, policy, p.policy.clone())?,
+                    PolicyBridge::new(policy, p.policy.clone()),
                     p.monitoring_interval(),
                 )),
                 _ => None,
@@ -78,7 +78,11 @@ pub fn simulate(
             let mut s = sched::central::Central::new(&core, p.leaves_for(kind), policy);
             drive(&mut core, &mut s, name, progress, started)
         }
-        SchedulerKind::Sparrow | SchedulerKind::Hawk | SchedulerKind::Eagle => {
+        SchedulerKind::Sparrow
+        | SchedulerKind::Hawk
+        | SchedulerKind::Eagle
+        | SchedulerKind::HawkDice
+        | SchedulerKind::EagleDice => {
             let mut core = Core::new(wl, cfg)?;
             let pc = p.probe_config(kind, wl, cfg.nodes);
             let mut s = sched::probe::ProbeSched::new(&core, pc);
@@ -94,11 +98,11 @@ pub fn simulate(
             let mut s = sched::tiresias::Tiresias::new(&core, p.tiresias_config());
             drive(&mut core, &mut s, name, progress, started)
         }
-        SchedulerKind::Kairos | SchedulerKind::HawkDice | SchedulerKind::EagleDice => {
-            Err(SimError::PolicyUnavailable {
-                scheduler: name,
-                needs: kind.policy_needs().unwrap_or("src/policy"),
-            })
+        SchedulerKind::Kairos => {
+            let mut core = Core::new(wl, cfg)?;
+            let kc = p.kairos_config(wl, cfg.node_capacity);
+            let mut s = sched::kairos::Kairos::new(&core, kc);
+            drive(&mut core, &mut s, name, progress, started)
         }
     }
 }

@@ -97,12 +97,21 @@ impl Progress<'_, '_> {
             let pct = pct as u64;
             let printed = self.printed.load(Ordering::Relaxed);
             if printed == NOT_PRINTED || pct > printed {
-                // The lock orders lines from concurrent workers; recheck under it.
+                // The lock orders lines from concurrent workers; recheck under it. A worker
+                // that got here late may have skipped past percentages another one had
+                // not printed yet, so fill the gap: readers rely on steps of at most 1%.
                 let mut out = self.ctx.out.lock().unwrap_or_else(|e| e.into_inner());
                 let printed = self.printed.load(Ordering::Relaxed);
                 if printed == NOT_PRINTED || pct > printed {
+                    let first = if printed == NOT_PRINTED {
+                        pct
+                    } else {
+                        printed + 1
+                    };
+                    for p in first..=pct {
+                        let _ = writeln!(out, "progress {p}%");
+                    }
                     self.printed.store(pct, Ordering::Relaxed);
-                    let _ = writeln!(out, "progress {pct}%");
                     let _ = out.flush();
                 }
             }

@@ -180,13 +180,6 @@ impl LeastWorkLeft {
     }
 
     /// Nodes below `first` stop (or start again) taking long work.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "Dice's elastic sizing calls it once src/policy lands"
-        )
-    )]
     pub fn set_first_general(&mut self, first: u32, now: Time) {
         let first = first.min(self.n);
         let (old, new) = (self.first_general, first);

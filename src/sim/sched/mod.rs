@@ -1,6 +1,7 @@
 //! Schedulers: names, parameters, and the dispatch that runs one over a workload.
 
 pub mod central;
+pub mod kairos;
 mod lwl;
 pub mod pigeon;
 pub mod probe;
@@ -13,6 +14,7 @@ use serde::Serialize;
 
 use crate::cluster::{JobClass, PolicyKind};
 use crate::config::settings::PolicySettings;
+use crate::resources::Resource;
 use crate::sim::workload::{MICROS_PER_MILLI, MICROS_PER_SEC, Time, TraceFamily, Workload};
 
 /// Every scheduler `preemptor sim` knows.
@@ -216,6 +218,11 @@ pub struct SchedParams {
     pub pigeon_group: u32,
     pub pigeon_reserved: Option<f64>,
     pub pigeon_weight: u32,
+    /// Kairos: quantum W (`None`: the family's, 100 s for Yahoo, else
+    /// `yarn.preemptor.las.quantum-ms`) and Q extra containers per node (`None`: 2 on
+    /// one-core nodes as in the thesis' simulations, else `yarn.preemptor.las.extra-slots`).
+    pub kairos_quantum: Option<Time>,
+    pub kairos_extra_slots: Option<u32>,
     /// Tiresias: nodes a task visits before going back to its scheduler, and the retry
     /// back-off.
     pub hop_limit: u32,
@@ -242,6 +249,8 @@ impl Default for SchedParams {
             pigeon_group: 100,
             pigeon_reserved: None,
             pigeon_weight: 20,
+            kairos_quantum: None,
+            kairos_extra_slots: None,
             hop_limit: 100,
             retry_delay: MICROS_PER_SEC,
             max_retry_delay: 64 * MICROS_PER_SEC,
@@ -282,10 +291,16 @@ impl SchedParams {
         n: u32,
     ) -> probe::ProbeConfig {
         let variant = match kind {
-            SchedulerKind::Hawk => probe::Variant::Hawk,
-            SchedulerKind::Eagle => probe::Variant::Eagle,
+            SchedulerKind::Hawk | SchedulerKind::HawkDice => probe::Variant::Hawk,
+            SchedulerKind::Eagle | SchedulerKind::EagleDice => probe::Variant::Eagle,
             _ => probe::Variant::Sparrow,
         };
+        let dice = matches!(kind, SchedulerKind::HawkDice | SchedulerKind::EagleDice).then(|| {
+            probe::DiceConfig {
+                settings: self.policy.dice.clone(),
+                footprint: self.policy.suspend.footprint,
+            }
+        });
         probe::ProbeConfig {
             variant,
             short_nodes: if variant == probe::Variant::Sparrow {
@@ -306,6 +321,7 @@ impl SchedParams {
             },
             steal_limit: self.steal_limit,
             bypass_cap: self.bypass_cap,
+            dice,
         }
     }
 
@@ -317,6 +333,25 @@ impl SchedParams {
                 .or(wl.family.pigeon_reserved())
                 .unwrap_or_else(|| family_or(None, wl.family, wl)),
             weight: self.pigeon_weight,
+        }
+    }
+
+    pub(crate) fn kairos_config(&self, wl: &Workload, node: Resource) -> kairos::KairosConfig {
+        let mut las = self.policy.las.clone();
+        las.quantum_ms = match self.kairos_quantum {
+            Some(q) => q / MICROS_PER_MILLI,
+            None => wl
+                .family
+                .kairos_quantum_secs()
+                .map_or(las.quantum_ms, |s| (s * 1000.0) as u64),
+        }
+        .max(1);
+        las.extra_slots =
+            self.kairos_extra_slots
+                .unwrap_or(if node.vcores == 1 { 2 } else { las.extra_slots });
+        kairos::KairosConfig {
+            las,
+            footprint: self.policy.suspend.footprint,
         }
     }
 

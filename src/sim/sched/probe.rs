@@ -22,11 +22,13 @@ use std::rc::Rc;
 
 use rand::RngExt;
 
-use crate::cluster::JobClass;
-use crate::resources::Resource;
+use crate::cluster::{ContainerState, JobClass};
+use crate::config::settings::DiceSettings;
+use crate::policy::dice::{self, DiceNodeFacts, DiceWindow};
+use crate::resources::{Limits, Resource};
 use crate::sim::engine::{Core, NONE, Released, Scheduler, TaskRef};
 use crate::sim::sched::lwl::LeastWorkLeft;
-use crate::sim::workload::Time;
+use crate::sim::workload::{MICROS_PER_MILLI, Time};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Variant {
@@ -46,6 +48,15 @@ pub(crate) struct ProbeConfig {
     pub steal_limit: u32,
     /// Eagle's SRPT bypass cap, in multiples of the bypassed probe's task estimate.
     pub bypass_cap: f64,
+    /// Dice on top (hawk+dice, eagle+dice).
+    pub dice: Option<DiceConfig>,
+}
+
+/// Dice's settings as the simulator runs them.
+#[derive(Clone, Debug)]
+pub(crate) struct DiceConfig {
+    pub settings: DiceSettings,
+    pub footprint: Limits,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -69,6 +80,35 @@ pub(crate) enum Msg {
     },
     /// `count` probes stolen by `node` arrive (the oldest `count` in flight).
     Stolen { node: u32, count: u32 },
+    /// Dice: a window closes at the central scheduler.
+    DiceWindow,
+    /// Dice: an opportunistic preemption request reaches `node`.
+    Preempt { node: u32 },
+    /// Dice: the suspension of container `c` on `node` has lasted long enough.
+    SuspensionOver { node: u32, c: u32 },
+}
+
+/// A long container Dice suspended on a node.
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    c: u32,
+    since: Time,
+    /// Its memory is reclaimed and its slot runs short tasks.
+    slot_free: bool,
+    /// Its suspension is over: it takes the next slot that frees up.
+    resume: bool,
+}
+
+struct Dice {
+    cfg: DiceConfig,
+    static_short: u32,
+    held: Vec<Option<Held>>,
+    window_start: Time,
+    windows: u64,
+    requests: u64,
+    suspended: u64,
+    resumed: u64,
+    candidates: Vec<u32>,
 }
 
 /// A reservation in a node's queue.
@@ -152,6 +192,7 @@ pub(crate) struct ProbeSched {
     job_snap: Vec<Option<Rc<Snapshot>>>,
     /// Scratch: nodes chosen for a long job.
     targets: Vec<u32>,
+    dice: Option<Dice>,
     /// Stolen probes in flight, in the order they were sent (all take one delay).
     stolen: VecDeque<Probe>,
     c: Counters,
@@ -184,6 +225,17 @@ impl ProbeSched {
             node_snap: vec![None; nn],
             job_snap: vec![None; core.wl.jobs.len()],
             targets: Vec::new(),
+            dice: cfg.dice.clone().map(|d| Dice {
+                cfg: d,
+                static_short: cfg.short_nodes.min(n),
+                held: vec![None; nn],
+                window_start: 0,
+                windows: 0,
+                requests: 0,
+                suspended: 0,
+                resumed: 0,
+                candidates: Vec::new(),
+            }),
             stolen: VecDeque::new(),
             c: Counters::default(),
             short_now: cfg.short_nodes.min(n),
@@ -482,8 +534,97 @@ impl ProbeSched {
         }
     }
 
+    /// Dice's window: mean waiting time of the short tasks that started in it ->
+    /// short partition size for the next window and preemption requests.
+    fn dice_window(&mut self, core: &mut Core<'_, Msg>) {
+        let Some(d) = self.dice.as_mut() else { return };
+        let n = self.n as usize;
+        let w = std::mem::take(&mut core.short_wait);
+        let mut window = DiceWindow::new(d.window_start / MICROS_PER_MILLI);
+        if w.count > 0 {
+            window.record_waits(
+                (w.sum / w.count as f64 / MICROS_PER_MILLI as f64) as u64,
+                w.count,
+            );
+        }
+        let mut settings = d.cfg.settings.clone();
+        settings.min_short_fraction = settings
+            .min_short_fraction
+            .or(Some(d.static_short as f64 / n.max(1) as f64));
+        let report = dice::window_decision(window.mean_wait_ms(), None, n, &settings);
+        d.windows += 1;
+        d.window_start = core.now;
+        let short_now = (report.short_partition as u32).clamp(d.static_short, self.n);
+        self.short_now = short_now;
+        self.lwl.set_first_general(short_now, core.now);
+        let mut candidates = std::mem::take(&mut d.candidates);
+        candidates.clear();
+        candidates.extend(short_now..self.n);
+        let chosen = dice::choose_nodes(&mut core.rng, &candidates, report.preemption_requests);
+        d.candidates = candidates;
+        d.requests += chosen.len() as u64;
+        for node in chosen {
+            core.send(Msg::Preempt { node });
+        }
+        if !core.all_done() {
+            core.after(
+                d.cfg.settings.window_ms.max(1) * MICROS_PER_MILLI,
+                Msg::DiceWindow,
+            );
+        }
+    }
+
+    /// Dice: a node checks the four conditions and suspends its running long container.
+    fn dice_preempt(&mut self, core: &mut Core<'_, Msg>, node: u32) {
+        let n = node as usize;
+        let Some(d) = self.dice.as_mut() else { return };
+        let running_long = core.nodes[n].containers.iter().copied().find(|&c| {
+            let k = core.container(c);
+            k.state == ContainerState::Running
+                && core.wl.jobs[k.job as usize].class == JobClass::Long
+        });
+        let facts = DiceNodeFacts {
+            long_running: running_long.is_some(),
+            long_suspended: d.held[n].is_some(),
+            short_waiting: self.queue[n].iter().any(|p| !p.long),
+        };
+        let Some(c) = running_long else { return };
+        let suspensions = core.container(c).suspensions;
+        if !dice::node_accepts(&facts, suspensions, d.cfg.settings.max_suspensions) {
+            return;
+        }
+        d.suspended += 1;
+        d.held[n] = Some(Held {
+            c,
+            since: core.now,
+            slot_free: false,
+            resume: false,
+        });
+        core.reduce(c, d.cfg.footprint, true);
+    }
+
+    /// Dice: a held container whose suspension is over takes the slot back as soon as
+    /// there is room.
+    fn try_resume(&mut self, core: &mut Core<'_, Msg>, node: u32) {
+        let n = node as usize;
+        let Some(d) = self.dice.as_mut() else { return };
+        let Some(h) = d.held[n] else { return };
+        if !(h.slot_free && h.resume) {
+            return;
+        }
+        let shape = core.container(h.c).allocated;
+        if !shape.fits_in(&self.free[n]) {
+            return;
+        }
+        self.free[n] -= shape;
+        d.held[n] = None;
+        d.resumed += 1;
+        core.restore(h.c, Limits::from(shape));
+    }
+
     /// A slot came free: serve the queue, or steal (Hawk) when there is nothing to serve.
     fn after_free(&mut self, core: &mut Core<'_, Msg>, node: u32) {
+        self.try_resume(core, node);
         self.serve(core, node);
         let idle = self.queue[node as usize].is_empty();
         if idle && self.cfg.variant == Variant::Hawk && self.cfg.steal_attempts > 0 {
@@ -494,6 +635,38 @@ impl ProbeSched {
 
 impl Scheduler for ProbeSched {
     type Msg = Msg;
+
+    fn start(&mut self, core: &mut Core<'_, Msg>) {
+        if let Some(d) = self.dice.as_mut() {
+            d.window_start = core.wl.span().0;
+            let first = d.window_start + d.cfg.settings.window_ms.max(1) * MICROS_PER_MILLI;
+            core.at(first, Msg::DiceWindow);
+        }
+    }
+
+    fn transition_done(&mut self, core: &mut Core<'_, Msg>, c: u32) {
+        let k = core.container(c);
+        let n = k.node as usize;
+        let Some(d) = self.dice.as_mut() else { return };
+        let Some(h) = d.held[n].filter(|h| h.c == c && !h.slot_free) else {
+            return;
+        };
+        if k.state != ContainerState::Suspended {
+            return;
+        }
+        // Memory reclaimed: the slot runs short tasks until the suspension is over.
+        d.held[n] = Some(Held {
+            slot_free: true,
+            ..h
+        });
+        self.free[n] += k.allocated;
+        let over = h.since + d.cfg.settings.suspension_timeout_ms * MICROS_PER_MILLI;
+        core.at(
+            over.max(core.now),
+            Msg::SuspensionOver { node: n as u32, c },
+        );
+        self.serve(core, n as u32);
+    }
 
     fn job_arrived(&mut self, core: &mut Core<'_, Msg>, job: u32) {
         if Self::is_long(core, job) {
@@ -534,12 +707,41 @@ impl Scheduler for ProbeSched {
                 q.extend(self.stolen.drain(..count as usize));
                 self.serve(core, node);
             }
+            Msg::DiceWindow => self.dice_window(core),
+            Msg::Preempt { node } => self.dice_preempt(core, node),
+            Msg::SuspensionOver { node, c } => {
+                if let Some(d) = self.dice.as_mut()
+                    && let Some(h) = d.held[node as usize].filter(|h| h.c == c)
+                    && dice::suspension_over(
+                        Some(h.since / MICROS_PER_MILLI),
+                        core.now / MICROS_PER_MILLI,
+                        &d.cfg.settings,
+                    )
+                {
+                    d.held[node as usize] = Some(Held { resume: true, ..h });
+                    self.try_resume(core, node);
+                }
+            }
         }
     }
 
     fn released(&mut self, core: &mut Core<'_, Msg>, r: Released) {
         let n = r.node as usize;
-        self.free[n] += r.shape;
+        let held_slot_free = match self
+            .dice
+            .as_mut()
+            .and_then(|d| d.held[n].filter(|h| h.c == r.container).map(|h| (d, h)))
+        {
+            Some((d, h)) => {
+                d.held[n] = None;
+                h.slot_free
+            }
+            None => false,
+        };
+        // A held container's slot was handed to short tasks when it was suspended.
+        if !held_slot_free {
+            self.free[n] += r.shape;
+        }
         if Self::is_long(core, r.job) {
             self.long_running[n] -= 1;
             self.lwl.finish(r.node, core.now);
@@ -567,6 +769,14 @@ impl Scheduler for ProbeSched {
                 ("short-partition fallbacks", c.fallbacks),
                 ("sticky runs", c.sticky_runs),
             ]),
+        }
+        if let Some(d) = &self.dice {
+            v.extend([
+                ("dice windows", d.windows),
+                ("dice preemption requests", d.requests),
+                ("dice suspensions", d.suspended),
+                ("dice resumptions", d.resumed),
+            ]);
         }
         v
     }
