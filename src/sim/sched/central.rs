@@ -41,8 +41,9 @@ pub(crate) struct Leaf {
 
 pub(crate) struct Central {
     pub leaves: Vec<Leaf>,
-    /// Leaf queue of every workload queue.
-    queue_of: Vec<u16>,
+    /// Leaf of every workload queue that names one, and the leaf of each job class.
+    by_name: Vec<Option<u16>>,
+    by_class: [u16; 2],
     pub advertised: Vec<Resource>,
     pub allocated: Vec<Resource>,
     /// Jobs currently in some leaf's `apps`.
@@ -83,34 +84,34 @@ impl Central {
                 apps: VecDeque::new(),
             })
             .collect();
-        // A workload queue goes to the leaf of the same name, else to the leaf of its
-        // jobs' class, else to the first leaf.
-        let queue_of = core
+        // A job goes to the leaf named like its workload queue, else to the leaf of its
+        // class, else to the first leaf.
+        let by_name: Vec<Option<u16>> = core
             .wl
             .queues
             .iter()
-            .enumerate()
-            .map(|(qi, name)| {
-                let by_name = leaves.iter().position(|l| {
-                    l.spec.name == *name || l.spec.name.rsplit('.').next() == Some(name)
-                });
-                let class = core
-                    .wl
-                    .jobs
+            .map(|name| {
+                leaves
                     .iter()
-                    .find(|j| j.queue as usize == qi)
-                    .map(|j| j.class);
-                let by_class =
-                    class.and_then(|c| leaves.iter().position(|l| l.spec.class == Some(c)));
-                by_name.or(by_class).unwrap_or(0) as u16
+                    .position(|l| {
+                        l.spec.name == *name || l.spec.name.rsplit('.').next() == Some(name)
+                    })
+                    .map(|i| i as u16)
             })
             .collect();
+        let by_class = [JobClass::Short, JobClass::Long].map(|c| {
+            leaves
+                .iter()
+                .position(|l| l.spec.class == Some(c))
+                .unwrap_or(0) as u16
+        });
         let room: Vec<u32> = (0..n as u32).collect();
         let room_pos = (0..n as u32).collect();
         Central {
             blocked: vec![false; leaves.len()],
             leaves,
-            queue_of,
+            by_name,
+            by_class,
             queued: vec![false; core.wl.jobs.len()],
             advertised: core.nodes.iter().map(|x| x.capacity).collect(),
             allocated: vec![Resource::ZERO; n],
@@ -126,8 +127,9 @@ impl Central {
     }
 
     fn leaf_of(&self, core: &Core<'_, Msg>, job: u32) -> usize {
-        let q = core.wl.jobs[job as usize].queue as usize;
-        self.queue_of.get(q).copied().unwrap_or(0) as usize
+        let spec = &core.wl.jobs[job as usize];
+        let leaf = self.by_name.get(spec.queue as usize).copied().flatten();
+        leaf.unwrap_or(self.by_class[(spec.class == JobClass::Long) as usize]) as usize
     }
 
     fn free(&self, node: u32) -> Resource {
