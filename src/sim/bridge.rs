@@ -267,9 +267,11 @@ impl ViewBuilder {
         self.app_of[job as usize] = apps.len() as u32;
         apps.push(App {
             id: app_id(job),
-            name: format!("job-{job}"),
+            // Names and users mean nothing to the policies here; empty strings cost no
+            // allocation on every tick.
+            name: String::new(),
             queue: QueueIdx(leaf as u32 + 1),
-            user: "sim".into(),
+            user: String::new(),
             application_type: spec.kind.application_type().into(),
             tags: vec![],
             class: spec.class,

@@ -19,7 +19,7 @@ use crate::config::settings::LasSettings;
 use crate::policy::Amount;
 use crate::policy::las::{self, LasMove, LasTask, NodeLoad};
 use crate::resources::{Limits, Resource};
-use crate::sim::engine::{Core, Released, Scheduler, TaskRef};
+use crate::sim::engine::{Core, NONE, Released, Scheduler, TaskRef};
 use crate::sim::workload::{MICROS_PER_MILLI, Time};
 
 #[derive(Clone, Debug)]
@@ -64,7 +64,9 @@ pub(crate) struct Kairos {
     filed: Vec<Option<(u32, u64)>>,
     nodes: Vec<Vec<Entry>>,
     capacity: Vec<Amount>,
+    /// Each node's quantum timer: generation and due time (`NONE`: not set).
     timer: Vec<u32>,
+    timer_at: Vec<Time>,
     moves: Vec<LasMove>,
     scratch: Vec<LasTask>,
     shortlist: Vec<u32>,
@@ -94,6 +96,7 @@ impl Kairos {
                 .map(|x| Amount::from(x.capacity))
                 .collect(),
             timer: vec![0; n],
+            timer_at: vec![NONE; n],
             moves: Vec::new(),
             scratch: Vec::new(),
             shortlist: Vec::new(),
@@ -220,17 +223,23 @@ impl Kairos {
             }
             self.nodes[i].push(Entry { container: c, task });
         }
-        // The next quantum expiry, if anything waits.
-        self.timer[i] = self.timer[i].wrapping_add(1);
-        if let Some(at) = las::next_expiry(&tasks, &self.cfg.las) {
-            let at: Time = at.max(now_ms + 1) * MICROS_PER_MILLI;
-            core.at(
-                at,
-                Msg::Quantum {
-                    node,
-                    epoch: self.timer[i],
-                },
-            );
+        // The next quantum expiry, if anything waits; a timer already set for that time
+        // stands.
+        let at = las::next_expiry(&tasks, &self.cfg.las)
+            .map(|at| at.max(now_ms + 1) * MICROS_PER_MILLI)
+            .unwrap_or(NONE);
+        if at != self.timer_at[i] {
+            self.timer[i] = self.timer[i].wrapping_add(1);
+            self.timer_at[i] = at;
+            if at != NONE {
+                core.at(
+                    at,
+                    Msg::Quantum {
+                        node,
+                        epoch: self.timer[i],
+                    },
+                );
+            }
         }
         self.moves = moves;
         self.scratch = tasks;
@@ -272,6 +281,7 @@ impl Scheduler for Kairos {
             }
             Msg::Quantum { node, epoch } => {
                 if epoch == self.timer[node as usize] {
+                    self.timer_at[node as usize] = NONE;
                     self.node_step(core, node, None);
                 }
             }
