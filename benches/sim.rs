@@ -10,7 +10,7 @@
 //! - `PREEMPTOR_TRACES`: directory of the bundled traces (default `../shared/traces`).
 //! - `PREEMPTOR_BENCH_QUICK=1`: skip the 500,000-job run.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
@@ -18,31 +18,9 @@ use preemptor::sim::trace::{self, TraceOptions};
 use preemptor::sim::workload::{SLOT, Workload, secs, to_secs};
 use preemptor::sim::{EngineConfig, SchedParams, SchedulerKind, SimSetup, simulate};
 
-fn traces_dir() -> PathBuf {
-    if let Ok(d) = std::env::var("PREEMPTOR_TRACES") {
-        return PathBuf::from(d);
-    }
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    for up in ["../shared/traces", "../../shared/traces"] {
-        let p = manifest.join(up);
-        if p.exists() {
-            return p;
-        }
-    }
-    manifest.join("../shared/traces")
-}
-
 fn setup(nodes: u32) -> SimSetup {
     SimSetup {
-        engine: EngineConfig {
-            nodes,
-            node_capacity: SLOT,
-            network_delay: secs(0.0005),
-            costs: Default::default(),
-            max_task_attempts: 4,
-            seed: 1,
-            sample_every: None,
-        },
+        engine: EngineConfig::new(nodes, SLOT),
         params: SchedParams::default(),
     }
 }
@@ -161,7 +139,10 @@ fn python_run(script: &Path, trace: &Path, kind: SchedulerKind) -> Result<(f64, 
 }
 
 fn main() {
-    let dir = traces_dir();
+    let Some(dir) = trace::bundled_traces_dir() else {
+        println!("the bundled traces (shared/traces) are not here; set PREEMPTOR_TRACES");
+        return;
+    };
     let kinds = SchedulerKind::all();
     println!("preemptor sim benchmark (release build recommended: cargo bench --bench sim)");
     let mut hawk_yahoo1: Option<Measured> = None;

@@ -51,14 +51,10 @@ fn run(load: f64, jobs: u64, seed: u64) -> (f64, f64) {
     let wl = generate(&SynthSpec::Mmc(spec), seed);
     let setup = SimSetup {
         engine: EngineConfig {
-            nodes: SERVERS,
-            node_capacity: SLOT,
             // The formulas know no network.
             network_delay: 0,
-            costs: Default::default(),
-            max_task_attempts: 4,
             seed,
-            sample_every: None,
+            ..EngineConfig::new(SERVERS, SLOT)
         },
         params: SchedParams::default(),
     };

@@ -6,21 +6,13 @@ use std::path::PathBuf;
 use preemptor::cluster::JobClass;
 use preemptor::sim::compare::{default_threads, parallel};
 use preemptor::sim::trace::{self, TraceOptions};
-use preemptor::sim::workload::{SLOT, Workload, secs};
+use preemptor::sim::workload::{SLOT, Workload};
 use preemptor::sim::{EngineConfig, SchedParams, SchedulerKind, SimReport, SimSetup, simulate};
 
 pub fn bundled(name: &str) -> PathBuf {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    for up in ["../shared/traces", "../../shared/traces"] {
-        let p = manifest.join(up).join(name);
-        if p.exists() {
-            return p;
-        }
-    }
-    panic!(
-        "bundled trace {name} not found next to {}",
-        manifest.display()
-    );
+    trace::bundled_traces_dir()
+        .expect("the bundled traces (shared/traces) are not next to this checkout")
+        .join(name)
 }
 
 pub fn yahoo(n: u32) -> Workload {
@@ -33,15 +25,7 @@ pub fn yahoo(n: u32) -> Workload {
 
 pub fn slot_setup(nodes: u32, params: SchedParams) -> SimSetup {
     SimSetup {
-        engine: EngineConfig {
-            nodes,
-            node_capacity: SLOT,
-            network_delay: secs(0.0005),
-            costs: Default::default(),
-            max_task_attempts: 4,
-            seed: 1,
-            sample_every: None,
-        },
+        engine: EngineConfig::new(nodes, SLOT),
         params,
     }
 }
@@ -218,15 +202,7 @@ fn graceful_beats_immediate_without_failing_jobs_on_a_bigc_burst() {
         let wl = generate(&spec, 1);
         let cluster = wl.suggested_cluster.unwrap();
         let setup = SimSetup {
-            engine: EngineConfig {
-                nodes: cluster.nodes,
-                node_capacity: cluster.node_capacity,
-                network_delay: secs(0.0005),
-                costs: Default::default(),
-                max_task_attempts: 4,
-                seed: 1,
-                sample_every: None,
-            },
+            engine: EngineConfig::new(cluster.nodes, cluster.node_capacity),
             params: SchedParams::default(),
         };
         let r: Vec<SimReport> = kinds

@@ -34,6 +34,22 @@ pub struct EngineConfig {
     pub sample_every: Option<Time>,
 }
 
+impl EngineConfig {
+    /// `nodes` nodes of `node_capacity` with the papers' defaults: 0.5 ms messages, the
+    /// default cost model, 4 attempts per task, seed 1, about 500 utilization samples.
+    pub fn new(nodes: u32, node_capacity: Resource) -> EngineConfig {
+        EngineConfig {
+            nodes,
+            node_capacity,
+            network_delay: crate::sim::workload::secs(0.0005),
+            costs: CostModel::default(),
+            max_task_attempts: 4,
+            seed: 1,
+            sample_every: None,
+        }
+    }
+}
+
 /// What happens next. Small and `Copy` so the queue moves no heap data.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Ev<M> {

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use plotters::coord::CoordTranslate;
 use plotters::prelude::*;
 
 use crate::cluster::JobClass;
@@ -45,6 +46,20 @@ fn plot_err(path: &Path, e: impl std::fmt::Display) -> SimError {
         path: path.to_path_buf(),
         msg: e.to_string(),
     }
+}
+
+/// The series legend, bottom right, the same on every plot.
+fn legend<'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+    path: &Path,
+) -> Result<(), SimError> {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| plot_err(path, e))
 }
 
 /// Evenly thinned (x, fraction) points of the CDF of sorted `v`.
@@ -118,13 +133,7 @@ fn cdf(path: &Path, reports: &[SimReport], class: JobClass, title: &str) -> Resu
                 PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
             });
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| plot_err(path, e))?;
+    legend(&mut chart, path)?;
     root.present().map_err(|e| plot_err(path, e))?;
     Ok(true)
 }
@@ -169,13 +178,7 @@ fn utilization(path: &Path, reports: &[SimReport], title: &str) -> Result<(), Si
                 PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
             });
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| plot_err(path, e))?;
+    legend(&mut chart, path)?;
     root.present().map_err(|e| plot_err(path, e))?;
     Ok(())
 }

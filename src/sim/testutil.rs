@@ -2,17 +2,10 @@
 
 use std::path::PathBuf;
 
-/// A bundled trace from `../shared/traces` (relative to the main checkout or a worktree).
+/// A bundled trace (see [`crate::sim::trace::bundled_traces_dir`]).
 pub fn bundled_trace(name: &str) -> PathBuf {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    for up in ["../shared/traces", "../../shared/traces"] {
-        let p = manifest.join(up).join(name);
-        if p.exists() {
-            return p;
-        }
+    match crate::sim::trace::bundled_traces_dir() {
+        Some(d) => d.join(name),
+        None => panic!("the bundled traces (shared/traces) are not next to this checkout"),
     }
-    panic!(
-        "bundled trace {name} not found next to {}",
-        manifest.display()
-    );
 }

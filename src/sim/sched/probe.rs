@@ -262,12 +262,9 @@ impl ProbeSched {
 
     // ---- placement ----
 
-    fn place_short(&mut self, core: &mut Core<'_, Msg>, job: u32) {
-        let tasks = core.wl.jobs[job as usize].num_tasks;
-        let probes = tasks
-            .saturating_mul(self.cfg.probe_ratio)
-            .max(self.cfg.min_probes);
-        for _ in 0..probes {
+    /// Sparrow's batch sampling: `count` probes to uniformly random nodes.
+    fn probe_randomly(&mut self, core: &mut Core<'_, Msg>, job: u32, count: u32) {
+        for _ in 0..count {
             let node = Self::random_node(core, 0, self.n);
             self.c.probes += 1;
             core.send(Msg::Probe {
@@ -299,19 +296,6 @@ impl ProbeSched {
         if self.cfg.variant == Variant::Eagle {
             self.job_snap[job as usize] =
                 Some(Rc::new(Snapshot::new(self.lwl.bits(), self.n, now)));
-        }
-    }
-
-    fn place_long_random(&mut self, core: &mut Core<'_, Msg>, job: u32) {
-        let tasks = core.wl.jobs[job as usize].num_tasks;
-        for _ in 0..tasks.saturating_mul(self.cfg.probe_ratio) {
-            let node = Self::random_node(core, 0, self.n);
-            self.c.probes += 1;
-            core.send(Msg::Probe {
-                node,
-                job,
-                round: 1,
-            });
         }
     }
 
@@ -669,13 +653,12 @@ impl Scheduler for ProbeSched {
     }
 
     fn job_arrived(&mut self, core: &mut Core<'_, Msg>, job: u32) {
-        if Self::is_long(core, job) {
-            match self.cfg.variant {
-                Variant::Sparrow => self.place_long_random(core, job),
-                Variant::Hawk | Variant::Eagle => self.place_long_lwl(core, job),
-            }
-        } else {
-            self.place_short(core, job);
+        let tasks = core.wl.jobs[job as usize].num_tasks;
+        let probes = tasks.saturating_mul(self.cfg.probe_ratio);
+        match (Self::is_long(core, job), self.cfg.variant) {
+            (true, Variant::Sparrow) => self.probe_randomly(core, job, probes),
+            (true, Variant::Hawk | Variant::Eagle) => self.place_long_lwl(core, job),
+            (false, _) => self.probe_randomly(core, job, probes.max(self.cfg.min_probes)),
         }
     }
 

@@ -5,7 +5,7 @@ pub mod sls;
 pub mod synth;
 pub mod tr;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use crate::cluster::JobClass;
@@ -99,6 +99,19 @@ fn sniff(path: &Path, text: &str) -> TraceFormat {
             _ => TraceFormat::Tr,
         },
     }
+}
+
+/// The traces bundled with the project (`shared/traces` beside the checkout, or
+/// `PREEMPTOR_TRACES`), for tests, benchmarks and examples.
+pub fn bundled_traces_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("PREEMPTOR_TRACES") {
+        return Some(PathBuf::from(d));
+    }
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    ["../shared/traces", "../../shared/traces"]
+        .iter()
+        .map(|up| manifest.join(up))
+        .find(|p| p.is_dir())
 }
 
 pub(crate) fn display_name(path: &Path) -> String {
