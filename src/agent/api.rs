@@ -99,7 +99,10 @@ pub struct ActionTimings {
     pub cpu_ms: f64,
     /// From the CPU write until cpu.stat showed the throttle (0 when CPU was not narrowed).
     pub throttle_wait_ms: f64,
+    /// All of the memory phase, including `pageout_ms`.
     pub memory_ms: f64,
+    /// Proactive reclaim (process_madvise MADV_PAGEOUT) before the limit write.
+    pub pageout_ms: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

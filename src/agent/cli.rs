@@ -85,6 +85,11 @@ pub struct AgentArgs {
     /// How long memory keeps stepping down through "device or resource busy" refusals.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub memory_timeout: Duration,
+
+    /// Do not page a container's memory out (process_madvise MADV_PAGEOUT) before
+    /// lowering its memory limit; let the limit write reclaim alone (slower).
+    #[arg(long)]
+    pub no_proactive_reclaim: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -191,6 +196,7 @@ impl AgentArgs {
             floor: Limits::new(self.min_memory_mb, self.min_cpu_millis),
             throttle_wait_max: self.throttle_wait,
             memory_timeout: self.memory_timeout,
+            proactive_reclaim: !self.no_proactive_reclaim,
         })
     }
 }

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use futures_util::{Stream, StreamExt};
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
 use reqwest::StatusCode;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -12,6 +13,9 @@ use super::api::{
     LeaseRequest, LeaseStatus,
 };
 use crate::resources::{Limits, Resource};
+
+/// The agent's events, as [`AgentClient::events`] yields them.
+pub type EventStream = BoxStream<'static, Result<AgentEvent, ClientError>>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -273,9 +277,7 @@ impl AgentClient {
 
     /// Subscribes to `/v1/events`. The stream ends when the agent closes it; a transport
     /// error is yielded once and ends it.
-    pub async fn events(
-        &self,
-    ) -> Result<impl Stream<Item = Result<AgentEvent, ClientError>> + use<>, ClientError> {
+    pub async fn events(&self) -> Result<EventStream, ClientError> {
         let url = self.url("/v1/events");
         let resp = self
             .http
@@ -343,7 +345,8 @@ impl AgentClient {
                     }
                 }
             },
-        ))
+        )
+        .boxed())
     }
 }
 

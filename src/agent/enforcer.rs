@@ -120,6 +120,8 @@ pub struct EnforcerSettings {
     pub throttle_wait_max: Duration,
     /// How long memory keeps stepping down through EBUSY refusals.
     pub memory_timeout: Duration,
+    /// Page memory out before lowering the limit (see [`super::reclaim`]).
+    pub proactive_reclaim: bool,
     pub swap_threshold_pages_per_sec: u64,
     pub lease_timeout: Duration,
 }
@@ -562,6 +564,12 @@ impl Enforcer {
     }
 
     async fn act_inner(&self, req: ActionRequest, started: Instant) -> Result<ActionResult, Error> {
+        // The request itself is checked before Docker is asked anything.
+        if let Action::Suspend { allocated, target } | Action::Shrink { allocated, target } =
+            &req.action
+        {
+            validate_target(*target, *allocated, self.settings.floor)?;
+        }
         let mut resolved = self.resolve(&req.container).await?;
         let container_lock = self.container_lock(resolved.id);
         let _guard = match container_lock.clone().try_lock_owned() {
@@ -652,7 +660,6 @@ impl Enforcer {
         target: Limits,
         started: Instant,
     ) -> Result<ActionResult, Error> {
-        validate_target(target, allocated, self.settings.floor)?;
         if !self.lease_live(Instant::now()) {
             return Err(Error::NoLease);
         }
@@ -753,7 +760,9 @@ impl Enforcer {
             self.set_record(record.clone(), Some(dirs.clone()));
             store_time += self.persist().await?;
         }
-        let applied = self.apply(r.id, &insp, &dirs, path, &want, &current).await;
+        let applied = self
+            .apply(r.id, kind, &insp, &dirs, path, &want, &current)
+            .await;
         // Whatever happened, the record now says the container is changed (resume
         // restores it) and nothing is pending.
         record.state = state;
@@ -783,9 +792,11 @@ impl Enforcer {
 
     /// Moves a container's limits from `current` to `want` in the safe order: memory up
     /// first; CPU; after narrowing CPU, wait for the throttle to show; memory down last.
+    #[allow(clippy::too_many_arguments)]
     async fn apply(
         &self,
         id: ContainerId,
+        kind: ActionKind,
         insp: &Inspected,
         dirs: &CgroupDirs,
         path: WritePath,
@@ -850,6 +861,10 @@ impl Enforcer {
         if memory_narrows {
             let t0 = Instant::now();
             out.memory_before = dirs.sample().ok().map(|s| s.memory_usage_bytes);
+            if self.settings.proactive_reclaim {
+                out.timings.pageout_ms =
+                    self.page_out(id, kind, dirs, want, out.memory_before).await;
+            }
             let (written, retries) = self
                 .step_memory_down(id, insp, dirs, path, want, current, &mut docker_now)
                 .await?;
@@ -859,6 +874,37 @@ impl Enforcer {
             out.timings.memory_ms += ms(t0.elapsed());
         }
         Ok(out)
+    }
+
+    /// Proactive reclaim ahead of the limit write: everything for a suspend, the amount to
+    /// give up for a shrink. Failures only cost speed, so they are logged, not returned.
+    async fn page_out(
+        &self,
+        id: ContainerId,
+        kind: ActionKind,
+        dirs: &CgroupDirs,
+        want: &RealTarget,
+        usage: Option<u64>,
+    ) -> f64 {
+        let (Some(usage), Some(target)) = (usage, want.cgroup.memory_bytes) else {
+            return 0.0;
+        };
+        if usage <= target {
+            return 0.0;
+        }
+        let budget = (kind != ActionKind::Suspend).then(|| usage - target);
+        let dir = dirs.memory.clone();
+        let started = Instant::now();
+        match tokio::task::spawn_blocking(move || super::reclaim::page_out(&dir, budget)).await {
+            Ok(Ok(r)) => {
+                tracing::debug!(container = %id, processes = r.processes, advised_mb = r.advised_bytes / MIB, "paged out before lowering memory");
+            }
+            Ok(Err(e)) => {
+                tracing::info!(container = %id, error = %e, "no proactive reclaim; the limit write reclaims alone")
+            }
+            Err(e) => tracing::warn!(container = %id, error = %e, "proactive reclaim task failed"),
+        }
+        ms(started.elapsed())
     }
 
     /// Waits until cpu.stat shows the new quota working: nr_throttled grew, or the cgroup
@@ -1054,7 +1100,7 @@ impl Enforcer {
         self.set_record(record.clone(), Some(dirs.clone()));
         store_time += self.persist().await?;
         let applied = self
-            .apply(id, &insp, &dirs, record.path, &want, &current)
+            .apply(id, kind, &insp, &dirs, record.path, &want, &current)
             .await;
         let applied = match applied {
             Ok(a) => a,
@@ -1406,6 +1452,7 @@ mod tests {
                 floor: Limits::MIN_FOOTPRINT,
                 throttle_wait_max: Duration::from_secs(1),
                 memory_timeout: Duration::from_secs(5),
+                proactive_reclaim: true,
                 swap_threshold_pages_per_sec: 256,
                 lease_timeout: Duration::from_secs(30),
             },

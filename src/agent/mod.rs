@@ -20,6 +20,7 @@ pub mod enforcer;
 pub mod lease;
 pub mod limits;
 pub mod metrics;
+pub mod reclaim;
 pub mod server;
 pub mod store;
 pub mod writer;
@@ -65,6 +66,8 @@ pub struct AgentConfig {
     pub floor: Limits,
     pub throttle_wait_max: Duration,
     pub memory_timeout: Duration,
+    /// Page a container's memory out (process_madvise) before lowering its limit.
+    pub proactive_reclaim: bool,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -98,6 +101,7 @@ impl AgentConfig {
             floor: Limits::MIN_FOOTPRINT,
             throttle_wait_max: Duration::from_secs(1),
             memory_timeout: Duration::from_secs(60),
+            proactive_reclaim: true,
         }
     }
 }
@@ -193,6 +197,7 @@ pub async fn start(config: AgentConfig) -> Result<RunningAgent, StartError> {
         floor: config.floor,
         throttle_wait_max: config.throttle_wait_max,
         memory_timeout: config.memory_timeout,
+        proactive_reclaim: config.proactive_reclaim,
         swap_threshold_pages_per_sec: config.swap_threshold_pages_per_sec,
         lease_timeout: config.lease_timeout,
     };

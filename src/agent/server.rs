@@ -317,6 +317,7 @@ mod tests {
                 floor: Limits::MIN_FOOTPRINT,
                 throttle_wait_max: Duration::from_secs(1),
                 memory_timeout: Duration::from_secs(1),
+                proactive_reclaim: true,
                 swap_threshold_pages_per_sec: 256,
                 lease_timeout: Duration::from_secs(30),
             },

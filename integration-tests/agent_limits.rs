@@ -1,0 +1,332 @@
+//! The agent against real containers: CPU suspend/resume on both write paths, memory
+//! reclamation into swap, and a decoy that must never be touched.
+
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use preemptor::agent::api::{ActionKind, AgentEvent, DockerEventKind};
+use preemptor::agent::writer::WritePath;
+use preemptor::cluster::ContainerState;
+use preemptor::resources::{Limits, Resource};
+
+use crate::agent_support::*;
+use crate::common::{TestImage, docker_or_skip, unique_name};
+
+async fn suspend_then_resume_cpu_bound(path: WritePath, test: &str) {
+    let Some(docker) = docker_or_skip(test).await else {
+        return;
+    };
+    let image = TestImage::build(&docker, "preemptor-agent-cpu").await;
+    let name = format!("container_e01_{}_0001_01_000002", unique_cluster_ts());
+    let c = run_container(
+        &docker,
+        &image.tag,
+        &name,
+        CpuLimit::Nano(1_000_000_000),
+        512,
+        &["--threads", "1", "--iterations", "0"],
+    )
+    .await;
+    let dirs = cgroup_dirs(&docker, &name).await;
+    let original_cgroup = read_limits(&dirs);
+    let original_docker = docker_limits(&docker, &name).await;
+    assert_eq!(original_cgroup.cpu_quota_us, Some(100_000));
+
+    let a = start_agent(path, Duration::from_secs(300)).await;
+    let mut events = a.client.events().await.expect("event stream");
+    a.client.renew_lease(test, None).await.expect("lease");
+
+    let before = cpu_fraction(&dirs, Duration::from_secs(2)).await;
+    let suspend = a
+        .client
+        .suspend(&name, Resource::new(512, 1), Limits::MIN_FOOTPRINT)
+        .await
+        .expect("suspend");
+    assert_eq!(suspend.state, ContainerState::Suspended);
+    assert!(suspend.changed && suspend.throttle_confirmed, "{suspend:?}");
+    assert_eq!(suspend.path, Some(path));
+    let cg = read_limits(&dirs);
+    assert_eq!((cg.cpu_quota_us, cg.cpu_period_us), (Some(1000), 100_000));
+    assert_eq!(cg.memory_bytes, Some(64 << 20));
+    // memory+swap keeps its budget; Docker's view follows on the Docker path only.
+    assert_eq!(cg.memory_swap_bytes, original_cgroup.memory_swap_bytes);
+    let during_docker = docker_limits(&docker, &name).await;
+    match path {
+        WritePath::Docker => assert_eq!(during_docker.nano_cpus, 10_000_000),
+        WritePath::Direct => assert_eq!(during_docker, original_docker),
+    }
+
+    let suspended = cpu_fraction(&dirs, Duration::from_secs(2)).await;
+    // Suspending again is a no-op.
+    let again = a
+        .client
+        .suspend(&name, Resource::new(512, 1), Limits::MIN_FOOTPRINT)
+        .await
+        .expect("suspend again");
+    assert!(!again.changed, "{again:?}");
+
+    let r = a
+        .client
+        .resume(&c.docker_id)
+        .await
+        .expect("resume by Docker id");
+    assert_eq!(r.state, ContainerState::Running);
+    assert!(r.changed);
+    let after = cpu_fraction(&dirs, Duration::from_secs(2)).await;
+    println!(
+        "{test}: CPU of a core before {before:.3}, suspended {suspended:.4}, after resume {after:.3}; suspend took {:.1} ms (CPU write {:.1} ms, cpu.stat showed the throttle {:.1} ms later, state store {:.1} ms)",
+        suspend.timings.total_ms,
+        suspend.timings.cpu_ms,
+        suspend.timings.throttle_wait_ms,
+        suspend.timings.store_ms
+    );
+    assert!(
+        suspended < 0.02,
+        "suspended container used {suspended:.4} of a core"
+    );
+    assert!(
+        after > (suspended * 10.0).max(0.05),
+        "CPU did not come back: {after:.3} of a core after resume (suspended {suspended:.4})"
+    );
+    assert!(
+        before > 0.05,
+        "the burner was not burning before: {before:.3}"
+    );
+
+    // Every limit is exactly the original, in the cgroup files and in Docker's view.
+    assert_eq!(read_limits(&dirs), original_cgroup);
+    assert_eq!(docker_limits(&docker, &name).await, original_docker);
+    let status = a.client.container(&name).await.expect("status");
+    assert!(!status.changed);
+    assert_eq!(status.state, ContainerState::Running);
+    assert!(status.attained_service_ms.unwrap_or(0) > 0);
+
+    // The event stream carried both results.
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while seen.len() < 3 && Instant::now() < deadline {
+        match tokio::time::timeout(Duration::from_secs(5), events.next()).await {
+            Ok(Some(Ok(AgentEvent::Action { result }))) if result.container.to_string() == name => {
+                seen.push(result.action)
+            }
+            Ok(Some(Ok(_))) => {}
+            _ => break,
+        }
+    }
+    assert_eq!(
+        seen,
+        vec![ActionKind::Suspend, ActionKind::Suspend, ActionKind::Resume]
+    );
+}
+
+#[tokio::test]
+async fn suspend_and_resume_a_cpu_bound_container_through_docker() {
+    suspend_then_resume_cpu_bound(
+        WritePath::Docker,
+        "suspend_and_resume_a_cpu_bound_container_through_docker",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn suspend_and_resume_a_cpu_bound_container_through_cgroup_files() {
+    suspend_then_resume_cpu_bound(
+        WritePath::Direct,
+        "suspend_and_resume_a_cpu_bound_container_through_cgroup_files",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn memory_is_reclaimed_into_swap_and_the_container_finishes() {
+    const TEST: &str = "memory_is_reclaimed_into_swap_and_the_container_finishes";
+    let Some(docker) = docker_or_skip(TEST).await else {
+        return;
+    };
+    let swap = match SwapFile::create(1024) {
+        Ok(s) => s,
+        Err(e) => panic!(
+            "{TEST}: cannot create a swap file (root and a swap-capable filesystem are required): {e}"
+        ),
+    };
+    let image = TestImage::build(&docker, "preemptor-agent-mem").await;
+    let name = format!("container_e01_{}_0001_01_000002", unique_cluster_ts());
+    let c = run_container(
+        &docker,
+        &image.tag,
+        &name,
+        CpuLimit::Nano(1_000_000_000),
+        512,
+        &[
+            "--memory-mb",
+            "256",
+            "--iterations",
+            "700",
+            "--rounds-millions",
+            "1",
+        ],
+    )
+    .await;
+    let dirs = cgroup_dirs(&docker, &name).await;
+    let accounted = dirs.swap_accounting().expect("reading the cgroup");
+    println!(
+        "{TEST}: swap accounting (memory+swap limits) is {}",
+        if accounted {
+            "available: MemorySwap is enforced"
+        } else {
+            "NOT available on this kernel: Docker's MemorySwap cannot be enforced, swap is unlimited per container"
+        }
+    );
+    // Wait until the whole working set has been touched once.
+    wait_until(
+        Duration::from_secs(60),
+        "the 256 MB working set",
+        || async { dirs.sample().map(|s| s.memory_usage_bytes).unwrap_or(0) >= 250 << 20 },
+    )
+    .await;
+
+    let a = start_agent(WritePath::Docker, Duration::from_secs(300)).await;
+    let mut events = a.client.events().await.expect("event stream");
+    a.client.renew_lease(TEST, None).await.expect("lease");
+    let r = a
+        .client
+        .suspend(&name, Resource::new(512, 1), Limits::MIN_FOOTPRINT)
+        .await
+        .expect("suspend");
+    let before = r.memory_before_bytes.expect("memory before");
+    let after = r.memory_after_bytes.expect("memory after");
+    let reclaimed = before.saturating_sub(after) as f64 / (1u64 << 30) as f64;
+    let secs = r.timings.memory_ms / 1000.0;
+    println!(
+        "{TEST}: reclaimed {:.0} MB in {:.0} ms (page-out {:.0} ms) = {:.2} s per GB (BIG-C ~3 s/GB, target < 1 s/GB); {} EBUSY refusals; CPU throttle visible after {:.0} ms",
+        reclaimed * 1024.0,
+        r.timings.memory_ms,
+        r.timings.pageout_ms,
+        secs / reclaimed.max(1e-9),
+        r.memory_busy_retries,
+        r.timings.throttle_wait_ms
+    );
+    assert!(
+        reclaimed * 1024.0 > 150.0,
+        "only {:.0} MB reclaimed",
+        reclaimed * 1024.0
+    );
+    let s = dirs.sample().expect("sample");
+    assert!(
+        s.memory_usage_bytes <= 64 << 20,
+        "usage {} above the 64 MB limit",
+        s.memory_usage_bytes
+    );
+    assert!(
+        s.swap_bytes > 150 << 20 || !accounted,
+        "working set not in swap: {} bytes",
+        s.swap_bytes
+    );
+    let status = a.client.container(&name).await.expect("status");
+    assert!(
+        status.running && status.state == ContainerState::Suspended,
+        "{status:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    a.client.resume(&name).await.expect("resume");
+    let exit = tokio::time::timeout(Duration::from_secs(300), async {
+        let mut wait = docker.wait_container(&name, None);
+        wait.next().await
+    })
+    .await
+    .expect("the container finishes after resume");
+    let code = match exit {
+        Some(Ok(w)) => w.status_code,
+        Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => code,
+        other => panic!("waiting for {name}: {other:?}"),
+    };
+    let state = inspect(&docker, &name).await.state.unwrap_or_default();
+    assert_eq!(
+        state.oom_killed,
+        Some(false),
+        "the container was OOM-killed"
+    );
+    assert_eq!(code, 0, "the container failed after resume");
+    // No oom event either.
+    while let Ok(Some(Ok(ev))) =
+        tokio::time::timeout(Duration::from_millis(500), events.next()).await
+    {
+        if let AgentEvent::Docker {
+            container, kind, ..
+        } = ev
+        {
+            assert!(
+                !(container.to_string() == name && kind == DockerEventKind::Oom),
+                "OOM event for {name}"
+            );
+        }
+    }
+    drop(c);
+    drop(swap);
+}
+
+#[tokio::test]
+async fn a_decoy_container_is_never_touched_even_by_docker_id() {
+    const TEST: &str = "a_decoy_container_is_never_touched_even_by_docker_id";
+    let Some(docker) = docker_or_skip(TEST).await else {
+        return;
+    };
+    let image = TestImage::build(&docker, "preemptor-agent-decoy").await;
+    let name = unique_name("preemptor-decoy");
+    let decoy = run_container(
+        &docker,
+        &image.tag,
+        &name,
+        CpuLimit::Quota {
+            quota: 50_000,
+            period: 100_000,
+        },
+        128,
+        &["--iterations", "0", "--rounds-millions", "1"],
+    )
+    .await;
+    let dirs = cgroup_dirs(&docker, &name).await;
+    let original_cgroup = read_limits(&dirs);
+    let original_docker = docker_limits(&docker, &name).await;
+    let a = start_agent(WritePath::Direct, Duration::from_secs(300)).await;
+    a.client.renew_lease(TEST, None).await.expect("lease");
+
+    let short_id = &decoy.docker_id[..12];
+    for reference in [name.as_str(), decoy.docker_id.as_str(), short_id] {
+        for attempt in [
+            a.client
+                .suspend(reference, Resource::new(128, 1), Limits::MIN_FOOTPRINT)
+                .await,
+            a.client
+                .shrink(reference, Resource::new(128, 1), Limits::new(64, 100))
+                .await,
+            a.client.resume(reference).await,
+            a.client.kill(reference).await,
+        ] {
+            let err = attempt.expect_err("an action on a non-YARN container must fail");
+            assert_eq!(err.status().map(|s| s.as_u16()), Some(403), "{err}");
+            assert_eq!(err.code(), Some("not_yarn"), "{err}");
+        }
+        let err = a.client.container(reference).await.expect_err("status");
+        assert_eq!(err.status().map(|s| s.as_u16()), Some(403), "{err}");
+    }
+    assert!(
+        a.client
+            .containers()
+            .await
+            .expect("list")
+            .iter()
+            .all(|c| c.docker_id != decoy.docker_id),
+        "the decoy is listed"
+    );
+    assert_eq!(read_limits(&dirs), original_cgroup);
+    assert_eq!(docker_limits(&docker, &name).await, original_docker);
+    let state = inspect(&docker, &name).await.state.unwrap_or_default();
+    assert_eq!(state.running, Some(true), "the decoy was stopped");
+    let metrics = a.client.metrics().await.expect("metrics");
+    assert!(
+        metrics.contains("preemptor_agent_refused_total 15"),
+        "{metrics}"
+    );
+}
