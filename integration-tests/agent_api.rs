@@ -27,14 +27,14 @@ async fn raw(
     (status, json)
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_errors_follow_the_contract() {
     const TEST: &str = "http_errors_follow_the_contract";
     let Some(_docker) = docker_or_skip(TEST).await else {
         return;
     };
     let a = start_agent(WritePath::Docker, Duration::from_secs(300)).await;
-    let base = a.agent.url();
+    let base = a.url.clone();
     let get = reqwest::Method::GET;
     let post = reqwest::Method::POST;
 
@@ -179,7 +179,7 @@ async fn http_errors_follow_the_contract() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_controller_no_throttling() {
     const TEST: &str = "no_controller_no_throttling";
     let Some(docker) = docker_or_skip(TEST).await else {

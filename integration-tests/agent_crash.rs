@@ -55,6 +55,11 @@ async fn a_killed_agent_restarts_and_resumes_everything_at_lease_expiry() {
     let state_dir = work.path().join("state");
     let token_file = work.path().join("token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).expect("token file");
+    std::fs::set_permissions(
+        &token_file,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .expect("chmod token file");
 
     let mut first = ChildAgent::spawn(&state_dir, &token_file, "60s", work.path());
     let client = first.client();

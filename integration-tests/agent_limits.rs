@@ -119,7 +119,7 @@ async fn suspend_then_resume_cpu_bound(path: WritePath, test: &str) {
     );
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suspend_and_resume_a_cpu_bound_container_through_docker() {
     suspend_then_resume_cpu_bound(
         WritePath::Docker,
@@ -128,7 +128,7 @@ async fn suspend_and_resume_a_cpu_bound_container_through_docker() {
     .await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn suspend_and_resume_a_cpu_bound_container_through_cgroup_files() {
     suspend_then_resume_cpu_bound(
         WritePath::Direct,
@@ -137,7 +137,7 @@ async fn suspend_and_resume_a_cpu_bound_container_through_cgroup_files() {
     .await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_is_reclaimed_into_swap_and_the_container_finishes() {
     const TEST: &str = "memory_is_reclaimed_into_swap_and_the_container_finishes";
     let Some(docker) = docker_or_skip(TEST).await else {
@@ -266,7 +266,7 @@ async fn memory_is_reclaimed_into_swap_and_the_container_finishes() {
     drop(swap);
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_decoy_container_is_never_touched_even_by_docker_id() {
     const TEST: &str = "a_decoy_container_is_never_touched_even_by_docker_id";
     let Some(docker) = docker_or_skip(TEST).await else {
@@ -329,4 +329,105 @@ async fn a_decoy_container_is_never_touched_even_by_docker_id() {
         metrics.contains("preemptor_agent_refused_total 15"),
         "{metrics}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shrunk_container_that_swaps_is_frozen_then_killed() {
+    const TEST: &str = "a_shrunk_container_that_swaps_is_frozen_then_killed";
+    let Some(docker) = docker_or_skip(TEST).await else {
+        return;
+    };
+    let swap =
+        SwapFile::create(1024).unwrap_or_else(|e| panic!("{TEST}: cannot create a swap file: {e}"));
+    let image = TestImage::build(&docker, "preemptor-agent-swap").await;
+    let name = format!("container_e01_{}_0001_01_000002", unique_cluster_ts());
+    let c = run_container(
+        &docker,
+        &image.tag,
+        &name,
+        CpuLimit::Nano(1_000_000_000),
+        512,
+        &[
+            "--memory-mb",
+            "256",
+            "--iterations",
+            "0",
+            "--rounds-millions",
+            "1",
+        ],
+    )
+    .await;
+    let dirs = cgroup_dirs(&docker, &name).await;
+    wait_until(
+        Duration::from_secs(60),
+        "the 256 MB working set",
+        || async { dirs.sample().map(|s| s.memory_usage_bytes).unwrap_or(0) >= 250 << 20 },
+    )
+    .await;
+    let a = start_agent(WritePath::Docker, Duration::from_secs(300)).await;
+    let mut events = a.client.events().await.expect("event stream");
+    a.client.renew_lease(TEST, None).await.expect("lease");
+
+    // A graceful step that leaves the working set no room: it keeps faulting pages back.
+    let r = a
+        .client
+        .shrink(&name, Resource::new(512, 1), Limits::new(128, 1000))
+        .await
+        .expect("shrink");
+    assert_eq!(r.state, ContainerState::Shrunk);
+    let mut frozen_event = None;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while frozen_event.is_none() && Instant::now() < deadline {
+        match tokio::time::timeout(Duration::from_secs(5), events.next()).await {
+            Ok(Some(Ok(AgentEvent::SwapDetected {
+                container,
+                pages_per_sec,
+                frozen,
+            }))) if container.to_string() == name => frozen_event = Some((pages_per_sec, frozen)),
+            Ok(Some(Ok(_))) => {}
+            Err(_) => eprintln!(
+                "{TEST}: still waiting; status {:?}",
+                a.client.container(&name).await
+            ),
+            Ok(other) => panic!("event stream ended: {other:?}"),
+        }
+    }
+    let (rate, frozen) = frozen_event.expect("a swapDetected event");
+    println!("{TEST}: swapping at {rate:.0} pages/s after the shrink; frozen: {frozen}");
+    assert!(frozen);
+    assert_eq!(read_limits(&dirs).cpu_quota_us, Some(1000));
+    let status = a.client.container(&name).await.expect("status");
+    assert!(status.swapping && status.frozen, "{status:?}");
+    // No more memory is taken from a swapping container.
+    let err = a
+        .client
+        .shrink(&name, Resource::new(512, 1), Limits::new(96, 1000))
+        .await
+        .expect_err("memory cut while swapping");
+    assert_eq!(err.status().map(|s| s.as_u16()), Some(409), "{err}");
+
+    let r = a.client.kill(&name).await.expect("kill");
+    assert_eq!(r.state, ContainerState::Killed);
+    assert!(r.changed);
+    let mut kinds = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !kinds.contains(&DockerEventKind::Die) && Instant::now() < deadline {
+        if let Ok(Some(Ok(AgentEvent::Docker {
+            container, kind, ..
+        }))) = tokio::time::timeout(Duration::from_secs(5), events.next()).await
+        {
+            if container.to_string() == name {
+                kinds.push(kind);
+            }
+        }
+    }
+    assert!(
+        kinds.contains(&DockerEventKind::Kill) && kinds.contains(&DockerEventKind::Die),
+        "{kinds:?}"
+    );
+    let again = a.client.kill(&name).await.expect("kill again");
+    assert!(!again.changed);
+    assert!(a.client.lease().await.expect("lease").changed_containers == 0);
+    drop(c);
+    drop(swap);
 }

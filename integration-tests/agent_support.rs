@@ -171,9 +171,12 @@ where
     }
 }
 
-/// An agent running inside the test process, with its own state directory.
+/// An agent running inside the test process, with its own state directory. Tests using it
+/// run on a multi-threaded runtime so that dropping it can wait for the agent to stop
+/// before its state directory is removed.
 pub struct InProcessAgent {
-    pub agent: RunningAgent,
+    agent: Option<RunningAgent>,
+    pub url: String,
     pub client: AgentClient,
     /// Removed with the agent.
     _state_dir: tempfile::TempDir,
@@ -188,9 +191,11 @@ pub async fn start_agent(path: WritePath, lease: Duration) -> InProcessAgent {
     let agent = preemptor::agent::start(config)
         .await
         .unwrap_or_else(|e| panic!("starting the agent: {e}"));
-    let client = AgentClient::new(&agent.url(), TOKEN, Duration::from_secs(120)).expect("client");
+    let url = agent.url();
+    let client = AgentClient::new(&url, TOKEN, Duration::from_secs(120)).expect("client");
     InProcessAgent {
-        agent,
+        agent: Some(agent),
+        url,
         client,
         _state_dir: state_dir,
     }
@@ -325,9 +330,18 @@ impl Drop for SwapFile {
     }
 }
 
-/// Stops an in-process agent's tasks when dropped, even if the test panicked.
+/// Stops the agent (and waits for it) before the state directory goes, even if the test
+/// panicked.
 impl Drop for InProcessAgent {
     fn drop(&mut self) {
-        self.agent.cancel_token().cancel();
+        let Some(agent) = self.agent.take() else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(|| h.block_on(agent.shutdown()));
+            }
+            _ => agent.cancel_token().cancel(),
+        }
     }
 }

@@ -52,9 +52,17 @@ impl DockerError {
         }
     }
 
-    /// The kernel refused a memory limit below what it could reclaim (runc passes EBUSY up).
+    /// The kernel refused a memory limit below what it could reclaim: EBUSY, which runc
+    /// 1.1 reports as "unable to set memory limit to N (current usage: ...)".
     pub fn is_busy(&self) -> bool {
-        matches!(self, DockerError::Refused { message, .. } if message.contains("device or resource busy"))
+        matches!(self, DockerError::Refused { message, .. }
+            if message.contains("device or resource busy")
+                || message.contains("unable to set memory limit"))
+    }
+
+    /// Docker sent the signal but gave up waiting for the process to exit.
+    pub fn is_exit_not_seen(&self) -> bool {
+        matches!(self, DockerError::Refused { message, .. } if message.contains("did not receive an exit event"))
     }
 
     /// Docker's 409 for a container that is not running.
@@ -317,6 +325,11 @@ mod tests {
         };
         assert!(busy.is_busy());
         assert!(!busy.is_not_running());
+        let runc = DockerError::Refused {
+            status: 500,
+            message: "Cannot update container 7226: runc did not terminate successfully: exit status 1: unable to set memory limit to 134217728 (current usage: 270012416, peak usage: 271646720)\n: unknown".into(),
+        };
+        assert!(runc.is_busy());
         let stopped = DockerError::Refused {
             status: 409,
             message: "Container abc is not running".into(),

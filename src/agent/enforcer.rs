@@ -1147,19 +1147,50 @@ impl Enforcer {
             ContainerState::Killed,
             started,
         );
-        res.changed = match &self.runtime {
-            Runtime::DryRun => true,
-            Runtime::Live { docker, .. } => match docker.kill(&docker_id).await {
-                Ok(()) => true,
-                Err(e) if e.is_not_running() => false,
-                Err(e) => return Err(e.into()),
-            },
+        res.changed = match (&self.runtime, &r.inspected) {
+            (Runtime::Live { docker, .. }, Some(insp)) => {
+                if insp.running {
+                    self.unthrottle_for_exit(r.id, insp).await;
+                }
+                match docker.kill(&docker_id).await {
+                    Ok(()) => true,
+                    Err(e) if e.is_not_running() => false,
+                    Err(e) if e.is_exit_not_seen() => {
+                        tracing::warn!(container = %r.id, error = %e, "SIGKILL sent; Docker has not seen the exit yet");
+                        true
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            _ => true,
         };
         if lock(&self.tracked).remove(&r.id).is_some() {
             res.timings.store_ms = ms(self.persist().await?);
         }
         res.timings.total_ms = ms(started.elapsed());
         Ok(res)
+    }
+
+    /// A process throttled to 1% of a core takes long to exit (tearing down a large,
+    /// swapped-out address space is CPU work charged to its cgroup), so a changed
+    /// container gets its original CPU back before SIGKILL.
+    async fn unthrottle_for_exit(&self, id: ContainerId, insp: &Inspected) {
+        let Some(record) = lock(&self.tracked).get(&id).map(|t| t.record.clone()) else {
+            return;
+        };
+        let Ok(dirs) = self.dirs_for(insp) else {
+            return;
+        };
+        let want = RealTarget::original(&record.original);
+        let t = WriteTarget {
+            docker_id: &insp.docker_id,
+            dirs: &dirs,
+            path: record.path,
+            docker_now: &insp.limits,
+        };
+        if let Err(e) = self.writer.set_cpu(&t, &want).await {
+            tracing::warn!(container = %id, error = %e, "could not lift the CPU throttle before killing");
+        }
     }
 
     /// Resumes everything the agent changed when the lease has lapsed. Returns whether it
@@ -1201,7 +1232,10 @@ impl Enforcer {
 
     /// Checks changed containers for swapping; a shrunk one that swaps is frozen at 1%.
     pub async fn on_swap_tick(&self, now: Instant) {
-        let candidates: Vec<(ContainerId, CgroupDirs)> = lock(&self.tracked)
+        let Runtime::Live { docker, .. } = &self.runtime else {
+            return;
+        };
+        let candidates: Vec<(ContainerId, String, Option<CgroupDirs>)> = lock(&self.tracked)
             .iter()
             .filter(|(_, t)| {
                 matches!(
@@ -1209,9 +1243,25 @@ impl Enforcer {
                     ContainerState::Shrunk | ContainerState::Suspended
                 )
             })
-            .filter_map(|(id, t)| Some((*id, t.dirs.clone()?)))
+            .map(|(id, t)| (*id, t.record.docker_id.clone(), t.dirs.clone()))
             .collect();
-        for (id, dirs) in candidates {
+        for (id, docker_id, dirs) in candidates {
+            // Recovered after a restart: find the cgroup once.
+            let dirs = match dirs {
+                Some(d) => d,
+                None => {
+                    let Ok(insp) = docker.inspect(&docker_id).await else {
+                        continue;
+                    };
+                    let Ok(d) = self.dirs_for(&insp) else {
+                        continue;
+                    };
+                    if let Some(t) = lock(&self.tracked).get_mut(&id) {
+                        t.dirs = Some(d.clone());
+                    }
+                    d
+                }
+            };
             let Ok(sample) = dirs.sample() else {
                 continue;
             };
