@@ -121,7 +121,8 @@ impl Drop for ContainerGuard {
             match docker.remove_container(&name, Some(opts)).await {
                 Ok(()) => {}
                 Err(bollard::errors::Error::DockerResponseServerError {
-                    status_code: 404, ..
+                    status_code: 404,
+                    ..
                 }) => {}
                 Err(e) => eprintln!("removing container {name}: {e}"),
             }
