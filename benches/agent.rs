@@ -7,130 +7,49 @@
 //! 2. The real agent binary's VmRSS/VmHWM with 50 YARN containers listed, suspended and
 //!    resumed.
 //!
-//! Everything it creates (image, containers, agent process, temp dirs) is removed on exit,
-//! also when it fails.
+//! It shares the integration tests' support code, whose guards remove every image,
+//! container, agent process and temp dir it creates, also when it fails.
 
-use std::process::{Child, Command, ExitCode, Stdio};
+#[path = "../integration-tests/common/mod.rs"]
+mod common;
+
+#[path = "../integration-tests/agent_support.rs"]
+#[allow(dead_code)]
+mod agent_support;
+
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bollard::Docker;
-use bollard::models::{ContainerCreateBody, HostConfig};
-use bollard::query_parameters::{
-    CreateContainerOptions, RemoveContainerOptions, RemoveImageOptions,
-};
-use preemptor::agent::cgroup::{CgroupDirs, CgroupMounts, read_proc_cgroup};
+use preemptor::agent::AgentClient;
+use preemptor::agent::cgroup::CgroupDirs;
 use preemptor::agent::writer::WritePath;
-use preemptor::agent::{AgentClient, AgentConfig};
 use preemptor::resources::{Limits, Resource};
 
+use agent_support::{
+    ChildAgent, CpuLimit, TOKEN, TestContainer, cgroup_dirs, run_container, start_agent,
+    unique_cluster_ts,
+};
+use common::{TestImage, docker_or_skip};
+
 const OPS: usize = 200;
-const TOKEN: &str = "bench-token";
 const RSS_CONTAINERS: usize = 50;
 
 type BenchResult<T> = Result<T, String>;
 
-/// Removes what the benchmark created, whatever happens.
-struct Cleanup {
-    docker: Docker,
-    image: String,
-    containers: Vec<String>,
-    rt: tokio::runtime::Handle,
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let docker = self.docker.clone();
-        let image = self.image.clone();
-        let containers = std::mem::take(&mut self.containers);
-        let rt = self.rt.clone();
-        let _ = std::thread::spawn(move || {
-            rt.block_on(async move {
-                for c in containers {
-                    let opts = RemoveContainerOptions {
-                        force: true,
-                        v: true,
-                        ..Default::default()
-                    };
-                    let _ = docker.remove_container(&c, Some(opts)).await;
-                }
-                let opts = RemoveImageOptions {
-                    force: true,
-                    ..Default::default()
-                };
-                let _ = docker.remove_image(&image, Some(opts), None).await;
-            })
-        })
-        .join();
-    }
-}
-
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn cluster_ts() -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    1_000_000_000_000 + (nanos / 1000 + u64::from(std::process::id())) % 8_999_999_999_999
-}
-
-async fn run_container(
-    docker: &Docker,
-    cleanup: &mut Cleanup,
-    name: &str,
-    args: &[&str],
-) -> BenchResult<()> {
-    cleanup.containers.push(name.to_string());
-    let body = ContainerCreateBody {
-        image: Some(cleanup.image.clone()),
-        cmd: Some(args.iter().map(|s| s.to_string()).collect()),
-        host_config: Some(HostConfig {
-            nano_cpus: Some(1_000_000_000),
-            memory: Some(256 << 20),
-            memory_swap: Some(256 << 20),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    docker
-        .create_container(
-            Some(CreateContainerOptions {
-                name: Some(name.to_string()),
-                ..Default::default()
-            }),
-            body,
-        )
-        .await
-        .map_err(|e| format!("creating {name}: {e}"))?;
-    docker
-        .start_container(name, None)
-        .await
-        .map_err(|e| format!("starting {name}: {e}"))
-}
-
-async fn dirs_of(docker: &Docker, name: &str) -> BenchResult<CgroupDirs> {
-    let i = docker
-        .inspect_container(name, None)
-        .await
-        .map_err(|e| e.to_string())?;
-    let pid = i
-        .state
-        .and_then(|s| s.pid)
-        .and_then(|p| u32::try_from(p).ok())
-        .ok_or("no pid")?;
-    let text = read_proc_cgroup(pid).map_err(|e| e.to_string())?;
-    CgroupMounts::read_self()
-        .and_then(|m| m.dirs_from_proc(&text, &i.id.unwrap_or_default()))
-        .map_err(|e| e.to_string())
+/// A YARN-named container burning one CPU (1 vcore = 1 CPU, 256 MB) until removed.
+async fn burner(docker: &Docker, image: &TestImage, name: &str) -> TestContainer {
+    run_container(
+        docker,
+        &image.tag,
+        name,
+        CpuLimit::Nano(1_000_000_000),
+        256,
+        &["--iterations", "0"],
+    )
+    .await
 }
 
 /// Polls the quota until it reads `quota`; returns when it did.
@@ -208,36 +127,28 @@ impl Series {
     }
 }
 
-async fn latency(docker: &Docker, cleanup: &mut Cleanup) -> BenchResult<()> {
-    let ts = cluster_ts();
+async fn latency(docker: &Docker, image: &TestImage) -> BenchResult<()> {
+    let ts = unique_cluster_ts();
     let mut setups = Vec::new();
     for (i, path) in [WritePath::Docker, WritePath::Direct]
         .into_iter()
         .enumerate()
     {
         let name = format!("container_e01_{ts}_0001_01_{:06}", i + 2);
-        run_container(docker, cleanup, &name, &["burn", "--iterations", "0"]).await?;
-        let dirs = dirs_of(docker, &name).await?;
+        let container = burner(docker, image, &name).await;
+        let dirs = cgroup_dirs(docker, &name).await;
         let original = dirs
             .read_cpu_max()
             .map_err(|e| e.to_string())?
             .0
             .ok_or("no quota")?;
-        let state = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let mut config = AgentConfig::new(TOKEN.into(), state.path().to_path_buf());
-        config.listen = "127.0.0.1:0".parse().map_err(|e| format!("{e}"))?;
-        config.path = path;
-        config.lease_timeout = Duration::from_secs(600);
-        let agent = preemptor::agent::start(config)
-            .await
-            .map_err(|e| e.to_string())?;
-        let client = AgentClient::new(&agent.url(), TOKEN, Duration::from_secs(30))
-            .map_err(|e| e.to_string())?;
-        client
+        let agent = start_agent(path, Duration::from_secs(600)).await;
+        agent
+            .client
             .renew_lease("bench", None)
             .await
             .map_err(|e| e.to_string())?;
-        setups.push((path, name, dirs, original, client, agent, state));
+        setups.push((path, name, dirs, original, agent, container));
     }
     let mut series: Vec<[Series; 4]> = setups
         .iter()
@@ -253,7 +164,8 @@ async fn latency(docker: &Docker, cleanup: &mut Cleanup) -> BenchResult<()> {
     let started = Instant::now();
     for op in 0..OPS {
         // Interleaved, so both paths see the same machine.
-        for (k, (_, name, dirs, original, client, ..)) in setups.iter().enumerate() {
+        for (k, (_, name, dirs, original, agent, _)) in setups.iter().enumerate() {
+            let client = &agent.client;
             let (v, r) = timed(client, dirs, name, true, *original).await?;
             series[k][0].samples.push(v);
             series[k][1].samples.push(r);
@@ -290,9 +202,6 @@ async fn latency(docker: &Docker, cleanup: &mut Cleanup) -> BenchResult<()> {
             "NOT met"
         }
     );
-    for (_, _, _, _, _, agent, _) in setups {
-        agent.shutdown().await;
-    }
     Ok(())
 }
 
@@ -307,7 +216,7 @@ fn vm_kb(pid: u32, key: &str) -> Option<u64> {
         .ok()
 }
 
-async fn rss(docker: &Docker, cleanup: &mut Cleanup) -> BenchResult<()> {
+async fn rss(docker: &Docker, image: &TestImage) -> BenchResult<()> {
     let work = tempfile::tempdir().map_err(|e| e.to_string())?;
     let token_file = work.path().join("token");
     std::fs::write(&token_file, TOKEN).map_err(|e| e.to_string())?;
@@ -316,34 +225,18 @@ async fn rss(docker: &Docker, cleanup: &mut Cleanup) -> BenchResult<()> {
         std::os::unix::fs::PermissionsExt::from_mode(0o600),
     )
     .map_err(|e| e.to_string())?;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_preemptor"))
-        .args(["agent", "--listen", "127.0.0.1:0", "--lease-timeout", "10m"])
-        .arg("--token-file")
-        .arg(&token_file)
-        .arg("--state-dir")
-        .arg(work.path().join("state"))
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|e| format!("spawning the agent: {e}"))?;
-    let stdout = child.stdout.take().ok_or("no stdout")?;
-    let child = ChildGuard(child);
-    let pid = child.0.id();
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)
-        .map_err(|e| e.to_string())?;
-    let url = line.trim().rsplit(' ').next().ok_or("no URL")?.to_string();
-    let client =
-        AgentClient::new(&url, TOKEN, Duration::from_secs(60)).map_err(|e| e.to_string())?;
+    let agent = ChildAgent::spawn(&work.path().join("state"), &token_file, "10m", work.path());
+    let pid = agent.pid();
+    let client = agent.client();
     let idle = vm_kb(pid, "VmRSS:").unwrap_or(0);
 
     eprintln!("  starting {RSS_CONTAINERS} paused YARN containers...");
-    let ts = cluster_ts() + 7;
+    let ts = unique_cluster_ts();
     let mut names = Vec::new();
+    let mut containers = Vec::new();
     for i in 0..RSS_CONTAINERS {
         let name = format!("container_e01_{ts}_0002_01_{:06}", i + 2);
-        run_container(docker, cleanup, &name, &["burn", "--iterations", "0"]).await?;
+        containers.push(burner(docker, image, &name).await);
         // Paused, so that 50 burners do not swamp the machine; the cgroups stay in place.
         docker
             .pause_container(&name)
@@ -398,15 +291,12 @@ async fn rss(docker: &Docker, cleanup: &mut Cleanup) -> BenchResult<()> {
         peak as f64 / 1024.0,
         if peak < 30 * 1024 { "met" } else { "NOT met" }
     );
-    for n in &names {
-        let _ = docker.unpause_container(n).await;
-    }
-    drop(child);
+    drop(agent);
+    drop(containers);
     Ok(())
 }
 
 fn main() -> ExitCode {
-    // `cargo bench` passes --bench; nothing else is accepted.
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -418,36 +308,15 @@ fn main() -> ExitCode {
         }
     };
     let result = rt.block_on(async {
-        let docker = Docker::connect_with_unix_defaults()
-            .map_err(|e| e.to_string())?
-            .negotiate_version()
+        let docker = docker_or_skip("agent benchmark")
             .await
-            .map_err(|e| format!("this benchmark needs a Docker daemon: {e}"))?;
-        let image = format!("preemptor-agent-bench-{}:bench", std::process::id());
-        let mut cleanup = Cleanup {
-            docker: docker.clone(),
-            image: image.clone(),
-            containers: Vec::new(),
-            rt: tokio::runtime::Handle::current(),
-        };
-        let bin = std::path::Path::new(env!("CARGO_BIN_EXE_preemptor-workload"));
-        preemptor::emulator::image::build_workload_image(&docker, bin, &image)
-            .await
-            .map_err(|e| e.to_string())?;
+            .ok_or("this benchmark needs a Docker daemon")?;
+        let image = TestImage::build(&docker, "preemptor-agent-bench").await;
         eprintln!(
             "agent benchmark: {OPS} operations per path, then RSS with {RSS_CONTAINERS} containers"
         );
-        let r = async {
-            latency(&docker, &mut cleanup).await?;
-            rss(&docker, &mut cleanup).await
-        }
-        .await;
-        // Cleanup runs on another thread against this runtime's handle.
-        let c = cleanup;
-        tokio::task::spawn_blocking(move || drop(c))
-            .await
-            .map_err(|e| e.to_string())?;
-        r
+        latency(&docker, &image).await?;
+        rss(&docker, &image).await
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

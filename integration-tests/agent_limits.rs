@@ -149,25 +149,8 @@ async fn memory_is_reclaimed_into_swap_and_the_container_finishes() {
             "{TEST}: cannot create a swap file (root and a swap-capable filesystem are required): {e}"
         ),
     };
-    let image = TestImage::build(&docker, "preemptor-agent-mem").await;
-    let name = format!("container_e01_{}_0001_01_000002", unique_cluster_ts());
-    let c = run_container(
-        &docker,
-        &image.tag,
-        &name,
-        CpuLimit::Nano(1_000_000_000),
-        512,
-        &[
-            "--memory-mb",
-            "256",
-            "--iterations",
-            "700",
-            "--rounds-millions",
-            "1",
-        ],
-    )
-    .await;
-    let dirs = cgroup_dirs(&docker, &name).await;
+    let ws = working_set_container(&docker, "preemptor-agent-mem", 700).await;
+    let (name, dirs) = (ws.name.clone(), ws.dirs.clone());
     let accounted = dirs.swap_accounting().expect("reading the cgroup");
     println!(
         "{TEST}: swap accounting (memory+swap limits) is {}",
@@ -177,14 +160,6 @@ async fn memory_is_reclaimed_into_swap_and_the_container_finishes() {
             "NOT available on this kernel: Docker's MemorySwap cannot be enforced, swap is unlimited per container"
         }
     );
-    // Wait until the whole working set has been touched once.
-    wait_until(
-        Duration::from_secs(60),
-        "the 256 MB working set",
-        || async { dirs.sample().map(|s| s.memory_usage_bytes).unwrap_or(0) >= 250 << 20 },
-    )
-    .await;
-
     let a = start_agent(WritePath::Docker, Duration::from_secs(300)).await;
     let mut events = a.client.events().await.expect("event stream");
     a.client.renew_lease(TEST, None).await.expect("lease");
@@ -262,7 +237,7 @@ async fn memory_is_reclaimed_into_swap_and_the_container_finishes() {
             );
         }
     }
-    drop(c);
+    drop(ws);
     drop(swap);
 }
 
@@ -339,31 +314,8 @@ async fn a_shrunk_container_that_swaps_is_frozen_then_killed() {
     };
     let swap =
         SwapFile::create(1024).unwrap_or_else(|e| panic!("{TEST}: cannot create a swap file: {e}"));
-    let image = TestImage::build(&docker, "preemptor-agent-swap").await;
-    let name = format!("container_e01_{}_0001_01_000002", unique_cluster_ts());
-    let c = run_container(
-        &docker,
-        &image.tag,
-        &name,
-        CpuLimit::Nano(1_000_000_000),
-        512,
-        &[
-            "--memory-mb",
-            "256",
-            "--iterations",
-            "0",
-            "--rounds-millions",
-            "1",
-        ],
-    )
-    .await;
-    let dirs = cgroup_dirs(&docker, &name).await;
-    wait_until(
-        Duration::from_secs(60),
-        "the 256 MB working set",
-        || async { dirs.sample().map(|s| s.memory_usage_bytes).unwrap_or(0) >= 250 << 20 },
-    )
-    .await;
+    let ws = working_set_container(&docker, "preemptor-agent-swap", 0).await;
+    let (name, dirs) = (ws.name.clone(), ws.dirs.clone());
     let a = start_agent(WritePath::Docker, Duration::from_secs(300)).await;
     let mut events = a.client.events().await.expect("event stream");
     a.client.renew_lease(TEST, None).await.expect("lease");
@@ -428,6 +380,6 @@ async fn a_shrunk_container_that_swaps_is_frozen_then_killed() {
     let again = a.client.kill(&name).await.expect("kill again");
     assert!(!again.changed);
     assert!(a.client.lease().await.expect("lease").changed_containers == 0);
-    drop(c);
+    drop(ws);
     drop(swap);
 }

@@ -16,7 +16,7 @@ use preemptor::agent::limits::{CgroupLimits, DockerLimits};
 use preemptor::agent::writer::WritePath;
 use preemptor::agent::{AgentClient, AgentConfig, RunningAgent};
 
-use crate::common::{ContainerGuard, unique_name};
+use crate::common::{ContainerGuard, TestImage, unique_name};
 
 pub const TOKEN: &str = "agent-test-token";
 pub const MIB: i64 = 1024 * 1024;
@@ -102,6 +102,51 @@ pub async fn run_container(
         name: name.to_string(),
         docker_id,
         _guard: guard,
+    }
+}
+
+/// A YARN-named container (1 vcore = 1 CPU, 512 MB) whose burner keeps touching a 256 MB
+/// working set for `iterations` (0: forever), once the whole set has been touched.
+pub struct WorkingSet {
+    pub name: String,
+    pub dirs: CgroupDirs,
+    // Guards, dropped in this order: the container before its image.
+    _container: TestContainer,
+    _image: TestImage,
+}
+
+pub async fn working_set_container(docker: &Docker, prefix: &str, iterations: u32) -> WorkingSet {
+    let image = TestImage::build(docker, prefix).await;
+    let name = format!("container_e01_{}_0001_01_000002", unique_cluster_ts());
+    let iterations = iterations.to_string();
+    let container = run_container(
+        docker,
+        &image.tag,
+        &name,
+        CpuLimit::Nano(1_000_000_000),
+        512,
+        &[
+            "--memory-mb",
+            "256",
+            "--iterations",
+            &iterations,
+            "--rounds-millions",
+            "1",
+        ],
+    )
+    .await;
+    let dirs = cgroup_dirs(docker, &name).await;
+    wait_until(
+        Duration::from_secs(60),
+        "the 256 MB working set",
+        || async { dirs.sample().map(|s| s.memory_usage_bytes).unwrap_or(0) >= 250 << 20 },
+    )
+    .await;
+    WorkingSet {
+        name,
+        dirs,
+        _container: container,
+        _image: image,
     }
 }
 

@@ -100,43 +100,57 @@ impl AgentClient {
         format!("{}{path}", self.base)
     }
 
+    /// Sends with the token (and the call timeout unless `streaming`); a non-2xx answer
+    /// becomes [`ClientError::Api`] with the agent's code and reason.
+    async fn exchange(
+        &self,
+        req: reqwest::RequestBuilder,
+        url: &str,
+        streaming: bool,
+    ) -> Result<reqwest::Response, ClientError> {
+        let transport = |source| ClientError::Transport {
+            url: url.to_string(),
+            source,
+        };
+        let mut req = req.bearer_auth(&self.token);
+        if !streaming {
+            req = req.timeout(self.timeout);
+        }
+        let resp = req.send().await.map_err(transport)?;
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(resp);
+        }
+        let bytes = resp.bytes().await.map_err(transport)?;
+        let (error, reason) = match serde_json::from_slice::<ErrorBody>(&bytes) {
+            Ok(b) => (b.error, b.reason),
+            Err(_) => (
+                "http".into(),
+                String::from_utf8_lossy(&bytes).chars().take(500).collect(),
+            ),
+        };
+        Err(ClientError::Api {
+            url: url.to_string(),
+            status,
+            error,
+            reason,
+        })
+    }
+
     async fn send<T: DeserializeOwned>(
         &self,
         req: reqwest::RequestBuilder,
         url: String,
     ) -> Result<T, ClientError> {
-        let resp = req
-            .bearer_auth(&self.token)
-            .timeout(self.timeout)
-            .send()
-            .await
-            .map_err(|source| ClientError::Transport {
-                url: url.clone(),
-                source,
-            })?;
-        let status = resp.status();
-        let bytes = resp
+        let bytes = self
+            .exchange(req, &url, false)
+            .await?
             .bytes()
             .await
             .map_err(|source| ClientError::Transport {
                 url: url.clone(),
                 source,
             })?;
-        if !status.is_success() {
-            let (error, reason) = match serde_json::from_slice::<ErrorBody>(&bytes) {
-                Ok(b) => (b.error, b.reason),
-                Err(_) => (
-                    "http".into(),
-                    String::from_utf8_lossy(&bytes).chars().take(500).collect(),
-                ),
-            };
-            return Err(ClientError::Api {
-                url,
-                status,
-                error,
-                reason,
-            });
-        }
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode {
             url,
             reason: e.to_string(),
@@ -161,17 +175,22 @@ impl AgentClient {
         self.post("/v1/actions", req).await
     }
 
+    async fn act_on(&self, container: &str, action: Action) -> Result<ActionResult, ClientError> {
+        self.act(&ActionRequest {
+            container: container.to_string(),
+            action,
+        })
+        .await
+    }
+
     pub async fn suspend(
         &self,
         container: &str,
         allocated: Resource,
         target: Limits,
     ) -> Result<ActionResult, ClientError> {
-        self.act(&ActionRequest {
-            container: container.to_string(),
-            action: Action::Suspend { allocated, target },
-        })
-        .await
+        self.act_on(container, Action::Suspend { allocated, target })
+            .await
     }
 
     pub async fn shrink(
@@ -180,27 +199,16 @@ impl AgentClient {
         allocated: Resource,
         target: Limits,
     ) -> Result<ActionResult, ClientError> {
-        self.act(&ActionRequest {
-            container: container.to_string(),
-            action: Action::Shrink { allocated, target },
-        })
-        .await
+        self.act_on(container, Action::Shrink { allocated, target })
+            .await
     }
 
     pub async fn resume(&self, container: &str) -> Result<ActionResult, ClientError> {
-        self.act(&ActionRequest {
-            container: container.to_string(),
-            action: Action::Resume,
-        })
-        .await
+        self.act_on(container, Action::Resume).await
     }
 
     pub async fn kill(&self, container: &str) -> Result<ActionResult, ClientError> {
-        self.act(&ActionRequest {
-            container: container.to_string(),
-            action: Action::Kill,
-        })
-        .await
+        self.act_on(container, Action::Kill).await
     }
 
     pub async fn containers(&self) -> Result<Vec<ContainerStatus>, ClientError> {
@@ -248,61 +256,22 @@ impl AgentClient {
 
     pub async fn metrics(&self) -> Result<String, ClientError> {
         let url = self.url("/metrics");
-        let resp = self
-            .http
-            .get(&url)
-            .bearer_auth(&self.token)
-            .timeout(self.timeout)
-            .send()
+        self.exchange(self.http.get(&url), &url, false)
+            .await?
+            .text()
             .await
-            .map_err(|source| ClientError::Transport {
-                url: url.clone(),
-                source,
-            })?;
-        let status = resp.status();
-        let text = resp.text().await.map_err(|source| ClientError::Transport {
-            url: url.clone(),
-            source,
-        })?;
-        if !status.is_success() {
-            return Err(ClientError::Api {
-                url,
-                status,
-                error: "http".into(),
-                reason: text.chars().take(500).collect(),
-            });
-        }
-        Ok(text)
+            .map_err(|source| ClientError::Transport { url, source })
     }
 
     /// Subscribes to `/v1/events`. The stream ends when the agent closes it; a transport
     /// error is yielded once and ends it.
     pub async fn events(&self) -> Result<EventStream, ClientError> {
         let url = self.url("/v1/events");
-        let resp = self
+        let req = self
             .http
             .get(&url)
-            .bearer_auth(&self.token)
-            .header(reqwest::header::ACCEPT, "text/event-stream")
-            .send()
-            .await
-            .map_err(|source| ClientError::Transport {
-                url: url.clone(),
-                source,
-            })?;
-        let status = resp.status();
-        if !status.is_success() {
-            let text = resp.text().await.unwrap_or_default();
-            let (error, reason) = serde_json::from_str::<ErrorBody>(&text)
-                .map(|b| (b.error, b.reason))
-                .unwrap_or_else(|_| ("http".into(), text));
-            return Err(ClientError::Api {
-                url,
-                status,
-                error,
-                reason,
-            });
-        }
+            .header(reqwest::header::ACCEPT, "text/event-stream");
+        let resp = self.exchange(req, &url, true).await?;
         let bytes = resp.bytes_stream();
         let state = (
             bytes,

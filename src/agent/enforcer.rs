@@ -126,6 +126,21 @@ pub struct EnforcerSettings {
     pub lease_timeout: Duration,
 }
 
+impl Default for EnforcerSettings {
+    /// The command line's defaults.
+    fn default() -> EnforcerSettings {
+        EnforcerSettings {
+            path: WritePath::Docker,
+            floor: Limits::MIN_FOOTPRINT,
+            throttle_wait_max: Duration::from_secs(1),
+            memory_timeout: Duration::from_secs(60),
+            proactive_reclaim: true,
+            swap_threshold_pages_per_sec: 256,
+            lease_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
 /// What the agent acts through.
 pub enum Runtime {
     Live {
@@ -235,6 +250,21 @@ struct Applied {
     memory_before: Option<u64>,
     memory_after: Option<u64>,
     timings: ActionTimings,
+}
+
+impl Applied {
+    fn fill(self, res: &mut ActionResult, started: Instant, store_time: Duration) {
+        res.changed = self.changed;
+        res.throttle_confirmed = self.throttle_confirmed;
+        res.memory_before_bytes = self.memory_before;
+        res.memory_after_bytes = self.memory_after;
+        res.memory_busy_retries = self.busy_retries;
+        res.timings = ActionTimings {
+            total_ms: ms(started.elapsed()),
+            store_ms: ms(store_time),
+            ..self.timings
+        };
+    }
 }
 
 impl Enforcer {
@@ -772,21 +802,11 @@ impl Enforcer {
         if !unchanged || applied.is_err() {
             store_time += self.persist().await?;
         }
-        let applied = applied?;
         let mut res = self.result(r.id, insp.docker_id.clone(), kind, state, started);
-        res.changed = applied.changed;
         res.limits = Some(effective);
         res.cgroup = dirs.read_limits().ok();
         res.path = Some(path);
-        res.throttle_confirmed = applied.throttle_confirmed;
-        res.memory_before_bytes = applied.memory_before;
-        res.memory_after_bytes = applied.memory_after;
-        res.memory_busy_retries = applied.busy_retries;
-        res.timings = ActionTimings {
-            total_ms: ms(started.elapsed()),
-            store_ms: ms(store_time),
-            ..applied.timings
-        };
+        applied?.fill(&mut res, started, store_time);
         Ok(res)
     }
 
@@ -1124,17 +1144,9 @@ impl Enforcer {
         }
         lock(&self.tracked).remove(&id);
         store_time += self.persist().await?;
-        res.changed = applied.changed;
         res.limits = Some(Limits::from(record.allocated));
         res.cgroup = Some(after);
-        res.throttle_confirmed = applied.throttle_confirmed;
-        res.memory_before_bytes = applied.memory_before;
-        res.memory_after_bytes = applied.memory_after;
-        res.timings = ActionTimings {
-            total_ms: ms(started.elapsed()),
-            store_ms: ms(store_time),
-            ..applied.timings
-        };
+        applied.fill(&mut res, started, store_time);
         Ok(res)
     }
 
@@ -1497,15 +1509,7 @@ mod tests {
     fn dry_enforcer() -> Enforcer {
         Enforcer::new(
             Runtime::DryRun,
-            EnforcerSettings {
-                path: WritePath::Docker,
-                floor: Limits::MIN_FOOTPRINT,
-                throttle_wait_max: Duration::from_secs(1),
-                memory_timeout: Duration::from_secs(5),
-                proactive_reclaim: true,
-                swap_threshold_pages_per_sec: 256,
-                lease_timeout: Duration::from_secs(30),
-            },
+            EnforcerSettings::default(),
             None,
             Arc::new(Metrics::new()),
             Instant::now(),
@@ -1513,6 +1517,13 @@ mod tests {
     }
 
     const C: &str = "container_e01_1700000000000_0001_01_000002";
+
+    fn resume() -> ActionRequest {
+        ActionRequest {
+            container: C.into(),
+            action: Action::Resume,
+        }
+    }
 
     fn suspend(target: Limits) -> ActionRequest {
         ActionRequest {
@@ -1540,22 +1551,10 @@ mod tests {
         let list = e.containers().await.unwrap();
         assert_eq!(list.len(), 1);
         assert_eq!(list[0].limits, Some(Limits::MIN_FOOTPRINT));
-        let r = e
-            .act(ActionRequest {
-                container: C.into(),
-                action: Action::Resume,
-            })
-            .await
-            .unwrap();
+        let r = e.act(resume()).await.unwrap();
         assert_eq!(r.limits, Some(Limits::new(2048, 2000)));
         assert!(e.changed_containers().is_empty());
-        let r = e
-            .act(ActionRequest {
-                container: C.into(),
-                action: Action::Resume,
-            })
-            .await
-            .unwrap();
+        let r = e.act(resume()).await.unwrap();
         assert!(!r.changed);
     }
 

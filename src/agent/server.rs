@@ -303,8 +303,6 @@ mod tests {
     use super::*;
     use crate::agent::enforcer::{EnforcerSettings, Runtime};
     use crate::agent::metrics::Metrics;
-    use crate::agent::writer::WritePath;
-    use crate::resources::Limits;
     use axum::body::Body;
     use http_body_util::BodyExt;
     use tower::ServiceExt;
@@ -312,15 +310,7 @@ mod tests {
     fn app() -> Router {
         let enforcer = Enforcer::new(
             Runtime::DryRun,
-            EnforcerSettings {
-                path: WritePath::Docker,
-                floor: Limits::MIN_FOOTPRINT,
-                throttle_wait_max: Duration::from_secs(1),
-                memory_timeout: Duration::from_secs(1),
-                proactive_reclaim: true,
-                swap_threshold_pages_per_sec: 256,
-                lease_timeout: Duration::from_secs(30),
-            },
+            EnforcerSettings::default(),
             None,
             Arc::new(Metrics::new()),
             Instant::now(),
