@@ -349,6 +349,14 @@ impl Enforcer {
         lock(&self.locks).entry(id).or_default().clone()
     }
 
+    /// Forgets a destroyed container's action lock unless an action holds it right now.
+    fn drop_idle_lock(&self, id: ContainerId) {
+        let mut locks = lock(&self.locks);
+        if locks.get(&id).is_some_and(|l| Arc::strong_count(l) == 1) {
+            locks.remove(&id);
+        }
+    }
+
     fn update_tracked_gauge(&self) {
         let tracked = lock(&self.tracked);
         for state in [ContainerState::Suspended, ContainerState::Shrunk] {
@@ -398,7 +406,7 @@ impl Enforcer {
             let keep = match &self.runtime {
                 Runtime::DryRun => true,
                 Runtime::Live { docker, .. } => match docker.inspect(&record.docker_id).await {
-                    Ok(i) if i.name == record.container.to_string() => true,
+                    Ok(i) if i.name.parse::<ContainerId>().ok() == Some(record.container) => true,
                     Ok(i) => {
                         tracing::warn!(container = %record.container, docker_id = %record.docker_id, name = %i.name, "stored Docker id now names another container; forgetting it");
                         false
@@ -1214,24 +1222,43 @@ impl Enforcer {
         if live {
             return false;
         }
-        let ids: Vec<ContainerId> = lock(&self.tracked).keys().copied().collect();
-        if ids.is_empty() {
+        // By Docker id: a name YARN would print differently still finds its container.
+        let targets: Vec<(ContainerId, String)> = lock(&self.tracked)
+            .iter()
+            .map(|(id, t)| {
+                let reference = if t.record.docker_id.is_empty() {
+                    id.to_string()
+                } else {
+                    t.record.docker_id.clone()
+                };
+                (*id, reference)
+            })
+            .collect();
+        if targets.is_empty() {
             return false;
         }
         tracing::warn!(
-            containers = ids.len(),
+            containers = targets.len(),
             "lease expired: no controller, no throttling; resuming every changed container"
         );
         self.metrics.inc(metrics::LEASE_EXPIRIES, &[]);
         let mut resumed = Vec::new();
         let mut failed = Vec::new();
-        for id in ids {
+        for (id, reference) in targets {
             let req = ActionRequest {
-                container: id.to_string(),
+                container: reference,
                 action: Action::Resume,
             };
             match self.act(req).await {
-                Ok(_) | Err(Error::UnknownContainer(_)) => resumed.push(id),
+                Ok(_) => resumed.push(id),
+                Err(Error::UnknownContainer(_)) => {
+                    // Docker no longer has it: nothing is left to restore.
+                    lock(&self.tracked).remove(&id);
+                    if let Err(e) = self.persist().await {
+                        tracing::error!(error = %e, "saving state after forgetting a container");
+                    }
+                    resumed.push(id);
+                }
                 Err(e) => {
                     tracing::error!(container = %id, error = %e, "resume at lease expiry failed; will retry");
                     failed.push(id);
@@ -1376,6 +1403,7 @@ impl Enforcer {
             lock(&self.dirs_cache).remove(&ev.docker_id);
         }
         if ev.kind == super::api::DockerEventKind::Destroy {
+            self.drop_idle_lock(id);
             let forgotten = {
                 let mut tracked = lock(&self.tracked);
                 match tracked.get(&id) {

@@ -130,7 +130,6 @@ pub enum StartError {
 /// A started agent. Dropping it does not stop it; call [`RunningAgent::shutdown`].
 pub struct RunningAgent {
     addr: SocketAddr,
-    enforcer: Arc<Enforcer>,
     cancel: CancellationToken,
     tracker: TaskTracker,
 }
@@ -142,10 +141,6 @@ impl RunningAgent {
 
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
-    }
-
-    pub fn enforcer(&self) -> &Arc<Enforcer> {
-        &self.enforcer
     }
 
     /// Stops serving and the background tasks. Changed containers stay as they are and
@@ -290,7 +285,6 @@ pub async fn start(config: AgentConfig) -> Result<RunningAgent, StartError> {
     tracing::info!(%addr, path = config.path.name(), dry_run = config.dry_run, "agent listening");
     Ok(RunningAgent {
         addr,
-        enforcer,
         cancel,
         tracker,
     })

@@ -221,10 +221,6 @@ impl StateStore {
         self.generation
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// Replaces the stored state with `containers`, durably.
     pub fn save(&mut self, containers: &[StoredContainer]) -> Result<(), StoreError> {
         let body = serde_json::to_vec_pretty(&BodyRef { containers })?;
