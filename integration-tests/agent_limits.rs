@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use preemptor::agent::api::{ActionKind, AgentEvent, DockerEventKind};
+use preemptor::agent::limits::CgroupVersion;
 use preemptor::agent::writer::WritePath;
 use preemptor::cluster::ContainerState;
 use preemptor::resources::{Limits, Resource};
@@ -382,4 +383,42 @@ async fn a_shrunk_container_that_swaps_is_frozen_then_killed() {
     assert!(a.client.lease().await.expect("lease").changed_containers == 0);
     drop(ws);
     drop(swap);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspend_that_cannot_reclaim_memory_is_rolled_back() {
+    const TEST: &str = "a_suspend_that_cannot_reclaim_memory_is_rolled_back";
+    let Some(docker) = docker_or_skip(TEST).await else {
+        return;
+    };
+    let ws = working_set_container(&docker, "preemptor-agent-rollback", 0).await;
+    if ws.dirs.version != CgroupVersion::V1 {
+        // v2 has no per-cgroup swappiness to make memory unreclaimable; not applicable.
+        println!("{TEST}: not applicable on cgroup v2");
+        return;
+    }
+    // Anonymous memory of a cgroup with swappiness 0 cannot be reclaimed: the kernel
+    // refuses the lower limit with EBUSY, whatever swap the host has.
+    std::fs::write(ws.dirs.memory.join("memory.swappiness"), "0").expect("memory.swappiness");
+    let original = read_limits(&ws.dirs);
+    let original_docker = docker_limits(&docker, &ws.name).await;
+    let a = start_agent_with(WritePath::Docker, Duration::from_secs(300), |c| {
+        c.proactive_reclaim = false;
+        c.memory_timeout = Duration::from_secs(2);
+    })
+    .await;
+    a.client.renew_lease(TEST, None).await.expect("lease");
+    let err = a
+        .client
+        .suspend(&ws.name, Resource::new(512, 1), Limits::MIN_FOOTPRINT)
+        .await
+        .expect_err("memory cannot be reclaimed");
+    assert_eq!(err.status().map(|s| s.as_u16()), Some(409), "{err}");
+    assert!(err.to_string().contains("device or resource busy"), "{err}");
+    // The CPU throttle that went first was put back too; nothing is recorded.
+    assert_eq!(read_limits(&ws.dirs), original);
+    assert_eq!(docker_limits(&docker, &ws.name).await, original_docker);
+    let status = a.client.container(&ws.name).await.expect("status");
+    assert!(status.running && !status.changed, "{status:?}");
+    assert_eq!(a.client.lease().await.expect("lease").changed_containers, 0);
 }

@@ -228,11 +228,21 @@ pub struct InProcessAgent {
 }
 
 pub async fn start_agent(path: WritePath, lease: Duration) -> InProcessAgent {
+    start_agent_with(path, lease, |_| {}).await
+}
+
+/// [`start_agent`] with more of the configuration changed by `tune`.
+pub async fn start_agent_with(
+    path: WritePath,
+    lease: Duration,
+    tune: impl FnOnce(&mut AgentConfig),
+) -> InProcessAgent {
     let state_dir = tempfile::tempdir().expect("tempdir");
     let mut config = AgentConfig::new(TOKEN.as_bytes().to_vec(), state_dir.path().to_path_buf());
     config.listen = "127.0.0.1:0".parse().expect("addr");
     config.path = path;
     config.lease_timeout = lease;
+    tune(&mut config);
     let agent = preemptor::agent::start(config)
         .await
         .unwrap_or_else(|e| panic!("starting the agent: {e}"));

@@ -59,7 +59,7 @@ pub enum Error {
     #[error("container {0} exited during the action")]
     Vanished(ContainerId),
     #[error(
-        "memory of {container} stayed at {reached_mb} MB instead of {target_mb} MB: the kernel kept refusing with \"device or resource busy\" for {secs} s; CPU stays throttled, resume restores everything"
+        "memory of {container} got to {reached_mb} MB, not {target_mb} MB: the kernel kept refusing with \"device or resource busy\" for {secs} s"
     )]
     MemoryBusy {
         container: ContainerId,
@@ -73,6 +73,10 @@ pub enum Error {
     Cgroup(CgroupError),
     #[error(transparent)]
     Write(WriteError),
+    #[error(
+        "{failure}; putting the limits back failed too ({rollback}): the container stays recorded as changed, and resume or the lease expiry restores it"
+    )]
+    RollbackFailed { failure: String, rollback: String },
     #[error("state store: {0}")]
     Store(#[from] StoreError),
     #[error("internal: {0}")]
@@ -798,24 +802,93 @@ impl Enforcer {
             self.set_record(record.clone(), Some(dirs.clone()));
             store_time += self.persist().await?;
         }
-        let applied = self
+        let applied = match self
             .apply(r.id, kind, &insp, &dirs, path, &want, &current)
-            .await;
-        // Whatever happened, the record now says the container is changed (resume
-        // restores it) and nothing is pending.
+            .await
+        {
+            Ok(a) => a,
+            Err(e) => {
+                return Err(self
+                    .roll_back(r.id, &insp, &dirs, existing, record, e)
+                    .await);
+            }
+        };
         record.state = state;
         record.pending = None;
         record.updated_unix_ms = unix_ms();
         self.set_record(record, Some(dirs.clone()));
-        if !unchanged || applied.is_err() {
+        if !unchanged {
             store_time += self.persist().await?;
         }
         let mut res = self.result(r.id, insp.docker_id.clone(), kind, state, started);
         res.limits = Some(effective);
         res.cgroup = dirs.read_limits().ok();
         res.path = Some(path);
-        applied?.fill(&mut res, started, store_time);
+        applied.fill(&mut res, started, store_time);
         Ok(res)
+    }
+
+    /// A suspend or shrink that failed half-way puts the container back where it was
+    /// before (its previous target, or its originals) and returns the failure. If even
+    /// that fails, the container stays recorded as changed (resume and the lease expiry
+    /// restore it) and the error says so.
+    async fn roll_back(
+        &self,
+        id: ContainerId,
+        insp: &Inspected,
+        dirs: &CgroupDirs,
+        previous: Option<StoredContainer>,
+        mut record: StoredContainer,
+        failure: Error,
+    ) -> Error {
+        if matches!(failure, Error::Vanished(_)) {
+            lock(&self.tracked).remove(&id);
+            if let Err(e) = self.persist().await {
+                tracing::error!(error = %e, "saving state after a container vanished");
+            }
+            return failure;
+        }
+        let back = match &previous {
+            Some(p) if p.state != ContainerState::Running => {
+                RealTarget::for_target(p.limits, p.allocated, &record.original)
+            }
+            _ => Ok(RealTarget::original(&record.original)),
+        };
+        let outcome = match (back, dirs.read_limits()) {
+            (Ok(back), Ok(now)) => self
+                .apply(id, ActionKind::Resume, insp, dirs, record.path, &back, &now)
+                .await
+                .map(|_| ()),
+            (Err(e), _) => Err(e.into()),
+            (_, Err(e)) => Err(e.into()),
+        };
+        match outcome {
+            Ok(()) => {
+                match previous {
+                    Some(p) if p.state != ContainerState::Running => self.set_record(p, None),
+                    _ => {
+                        lock(&self.tracked).remove(&id);
+                    }
+                }
+                tracing::warn!(container = %id, error = %failure, "action failed; limits put back as they were");
+            }
+            Err(e) => {
+                record.pending = None;
+                record.updated_unix_ms = unix_ms();
+                self.set_record(record, None);
+                if let Err(e) = self.persist().await {
+                    tracing::error!(error = %e, "saving state after a failed action");
+                }
+                return Error::RollbackFailed {
+                    failure: failure.to_string(),
+                    rollback: e.to_string(),
+                };
+            }
+        }
+        if let Err(e) = self.persist().await {
+            tracing::error!(error = %e, "saving state after a failed action");
+        }
+        failure
     }
 
     /// Moves a container's limits from `current` to `want` in the safe order: memory up

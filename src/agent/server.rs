@@ -82,9 +82,11 @@ pub fn error_status(e: &Error) -> StatusCode {
         Error::Docker(DockerError::Refused { status: 409, .. }) => StatusCode::CONFLICT,
         Error::Docker(DockerError::Unreachable(_)) => StatusCode::SERVICE_UNAVAILABLE,
         Error::Docker(_) | Error::Write(WriteError::NotApplied { .. }) => StatusCode::BAD_GATEWAY,
-        Error::Cgroup(_) | Error::Write(_) | Error::Store(_) | Error::Internal(_) => {
-            StatusCode::INTERNAL_SERVER_ERROR
-        }
+        Error::Cgroup(_)
+        | Error::Write(_)
+        | Error::Store(_)
+        | Error::Internal(_)
+        | Error::RollbackFailed { .. } => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 
@@ -101,7 +103,11 @@ pub fn error_code(e: &Error) -> &'static str {
         | Error::Cgroup(CgroupError::Vanished { .. }) => "conflict",
         Error::Docker(DockerError::Unreachable(_)) => "unavailable",
         Error::Docker(_) | Error::Write(WriteError::NotApplied { .. }) => "docker",
-        Error::Cgroup(_) | Error::Write(_) | Error::Store(_) | Error::Internal(_) => "internal",
+        Error::Cgroup(_)
+        | Error::Write(_)
+        | Error::Store(_)
+        | Error::Internal(_)
+        | Error::RollbackFailed { .. } => "internal",
     }
 }
 
