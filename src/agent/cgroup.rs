@@ -28,8 +28,8 @@ pub enum CgroupError {
     Vanished { path: PathBuf },
     #[error("the kernel refused {value} for {path}: device or resource busy")]
     Busy { path: PathBuf, value: String },
-    #[error("reading {path}: {source}")]
-    Read { path: PathBuf, source: io::Error },
+    #[error("reading {path}: {error}")]
+    Read { path: PathBuf, error: io::Error },
     #[error("writing {value} to {path}: {reason}")]
     Write {
         path: PathBuf,
@@ -55,7 +55,7 @@ impl CgroupError {
         } else {
             CgroupError::Read {
                 path: path.to_path_buf(),
-                source: e,
+                error: e,
             }
         }
     }
@@ -213,9 +213,9 @@ impl CgroupMounts {
 
     pub fn read_self() -> Result<CgroupMounts, CgroupError> {
         let path = Path::new("/proc/self/mountinfo");
-        let text = std::fs::read_to_string(path).map_err(|source| CgroupError::Read {
+        let text = std::fs::read_to_string(path).map_err(|error| CgroupError::Read {
             path: path.to_path_buf(),
-            source,
+            error,
         })?;
         Ok(CgroupMounts::from_mountinfo(&text))
     }
@@ -436,9 +436,9 @@ fn file_exists(path: &Path) -> Result<bool, CgroupError> {
     match std::fs::metadata(path) {
         Ok(_) => Ok(true),
         Err(e) if is_gone(&e) => Ok(false),
-        Err(source) => Err(CgroupError::Read {
+        Err(error) => Err(CgroupError::Read {
             path: path.to_path_buf(),
-            source,
+            error,
         }),
     }
 }

@@ -11,17 +11,19 @@ use super::writer::WritePath;
 use super::{AgentConfig, StartError};
 
 #[derive(Debug, clap::Args)]
+// The one-line description comes from the subcommand's doc comment in main.rs.
 #[command(
-    about = "Run the node agent on a NodeManager host",
-    long_about = "Runs on every NodeManager host and is the only part of Preemptor that touches \
-containers. It finds YARN's Docker containers (those named after a YARN container id; every \
-other container is refused), applies suspend / shrink / resume / kill on request of the \
-controller, measures attained service and detects swapping from the cgroups, and serves a \
-token-protected HTTP API (see docs/agent.md).\n\n\
-Safety: before changing a container the agent records its original limits under --state-dir. \
-If no controller renews the lease for --lease-timeout, every changed container is resumed \
-(no controller, no throttling); a restarted agent recovers its records and does the same.",
-    after_help = "Example:\n  preemptor agent --token-file /etc/preemptor/agent.token --listen 0.0.0.0:8049\n\n\
+    after_help = "Run with --help for how the agent works; docs/agent.md has the API.",
+    after_long_help = "The agent runs on every NodeManager host and is the only part of \
+Preemptor that touches containers. It finds YARN's Docker containers (those named after a \
+YARN container id; every other container is refused), applies suspend / shrink / resume / \
+kill on request of the controller, measures attained service and detects swapping from the \
+cgroups, and serves a token-protected HTTP API (docs/agent.md).\n\n\
+Safety: before changing a container the agent records its original limits under \
+--state-dir. If no controller renews the lease for --lease-timeout, every changed container \
+is resumed (no controller, no throttling); a restarted agent recovers its records and does \
+the same.\n\n\
+Example:\n  preemptor agent --token-file /etc/preemptor/agent.token --listen 0.0.0.0:8049\n\n\
 Durations take ms, s, m or h (plain numbers are seconds)."
 )]
 pub struct AgentArgs {
@@ -94,10 +96,10 @@ pub struct AgentArgs {
 
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
-    #[error("reading the token file {path}: {source}")]
+    #[error("reading the token file {path}: {error}")]
     TokenFile {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("the token file {0} is empty")]
     EmptyToken(PathBuf),
@@ -138,9 +140,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 impl AgentArgs {
     pub fn to_config(&self) -> Result<AgentConfig, AgentError> {
-        let token = std::fs::read(&self.token_file).map_err(|source| AgentError::TokenFile {
+        let token = std::fs::read(&self.token_file).map_err(|error| AgentError::TokenFile {
             path: self.token_file.clone(),
-            source,
+            error,
         })?;
         let token = token.trim_ascii().to_vec();
         if token.is_empty() {

@@ -26,8 +26,8 @@ pub enum ClientError {
         error: String,
         reason: String,
     },
-    #[error("cannot reach the agent at {url}: {source}")]
-    Transport { url: String, source: reqwest::Error },
+    #[error("cannot reach the agent at {url}: {error}")]
+    Transport { url: String, error: reqwest::Error },
     #[error("unexpected answer from the agent at {url}: {reason}")]
     Decode { url: String, reason: String },
     #[error("invalid agent address {0:?}: expected http://host:port")]
@@ -80,9 +80,9 @@ impl AgentClient {
         let http = reqwest::Client::builder()
             .connect_timeout(timeout)
             .build()
-            .map_err(|source| ClientError::Transport {
+            .map_err(|error| ClientError::Transport {
                 url: base.clone(),
-                source,
+                error,
             })?;
         Ok(AgentClient {
             http,
@@ -108,9 +108,9 @@ impl AgentClient {
         url: &str,
         streaming: bool,
     ) -> Result<reqwest::Response, ClientError> {
-        let transport = |source| ClientError::Transport {
+        let transport = |error| ClientError::Transport {
             url: url.to_string(),
-            source,
+            error,
         };
         let mut req = req.bearer_auth(&self.token);
         if !streaming {
@@ -147,9 +147,9 @@ impl AgentClient {
             .await?
             .bytes()
             .await
-            .map_err(|source| ClientError::Transport {
+            .map_err(|error| ClientError::Transport {
                 url: url.clone(),
-                source,
+                error,
             })?;
         serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode {
             url,
@@ -260,7 +260,7 @@ impl AgentClient {
             .await?
             .text()
             .await
-            .map_err(|source| ClientError::Transport { url, source })
+            .map_err(|error| ClientError::Transport { url, error })
     }
 
     /// Subscribes to `/v1/events`. The stream ends when the agent closes it; a transport
@@ -303,10 +303,10 @@ impl AgentClient {
                                 queue.push_back(item);
                             }
                         }
-                        Some(Err(source)) => {
+                        Some(Err(error)) => {
                             let err = ClientError::Transport {
                                 url: url.clone(),
-                                source,
+                                error,
                             };
                             return Some((Err(err), (bytes, parser, queue, url, true)));
                         }

@@ -120,10 +120,10 @@ pub enum StartError {
     Store(#[from] store::StoreError),
     #[error("recovering state: {0}")]
     Reconcile(enforcer::Error),
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {error}")]
     Bind {
         addr: SocketAddr,
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -151,8 +151,8 @@ impl RunningAgent {
         self.tracker.wait().await;
     }
 
-    /// Resolves when the agent stops on its own (it does not, short of a bug) or is shut
-    /// down from elsewhere.
+    /// The token that stops the agent; its `cancelled()` resolves once something (a
+    /// signal handler, the HTTP server failing) asked the agent to stop.
     pub fn cancel_token(&self) -> CancellationToken {
         self.cancel.clone()
     }
@@ -222,13 +222,13 @@ pub async fn start(config: AgentConfig) -> Result<RunningAgent, StartError> {
 
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
-        .map_err(|source| StartError::Bind {
+        .map_err(|error| StartError::Bind {
             addr: config.listen,
-            source,
+            error,
         })?;
-    let addr = listener.local_addr().map_err(|source| StartError::Bind {
+    let addr = listener.local_addr().map_err(|error| StartError::Bind {
         addr: config.listen,
-        source,
+        error,
     })?;
     let cancel = CancellationToken::new();
     let tracker = TaskTracker::new();

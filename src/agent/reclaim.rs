@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 pub enum PageOutError {
     #[error("process_madvise(MADV_PAGEOUT) is not available here: {0}")]
     Unsupported(io::Error),
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}: {error}")]
     Read {
         path: std::path::PathBuf,
-        source: io::Error,
+        error: io::Error,
     },
 }
 
@@ -91,9 +91,9 @@ fn pageout_range(pidfd: &OwnedFd, start: u64, len: u64) -> io::Result<u64> {
 pub fn page_out(memory_dir: &Path, budget: Option<u64>) -> Result<PageOutReport, PageOutError> {
     let started = Instant::now();
     let procs_path = memory_dir.join("cgroup.procs");
-    let procs = std::fs::read_to_string(&procs_path).map_err(|source| PageOutError::Read {
+    let procs = std::fs::read_to_string(&procs_path).map_err(|error| PageOutError::Read {
         path: procs_path,
-        source,
+        error,
     })?;
     let mut report = PageOutReport::default();
     let mut remaining = budget.unwrap_or(u64::MAX);

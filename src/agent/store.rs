@@ -33,12 +33,12 @@ const LOCK: &str = "agent.lock";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("state directory {path}: {source}")]
-    Dir { path: PathBuf, source: io::Error },
+    #[error("state directory {path}: {error}")]
+    Dir { path: PathBuf, error: io::Error },
     #[error("another agent holds the state directory {0} (lock file agent.lock)")]
     Locked(PathBuf),
-    #[error("writing state file {path}: {source}")]
-    Write { path: PathBuf, source: io::Error },
+    #[error("writing state file {path}: {error}")]
+    Write { path: PathBuf, error: io::Error },
     #[error("encoding state: {0}")]
     Encode(#[from] serde_json::Error),
 }
@@ -157,9 +157,9 @@ impl StateStore {
     /// Opens (creating) the state directory, takes its lock and loads the newest intact
     /// generation.
     pub fn open(dir: &Path) -> Result<(StateStore, Vec<StoredContainer>, LoadReport), StoreError> {
-        let dir_err = |source| StoreError::Dir {
+        let dir_err = |error| StoreError::Dir {
             path: dir.to_path_buf(),
-            source,
+            error,
         };
         fs::DirBuilder::new()
             .recursive(true)
@@ -230,7 +230,7 @@ impl StateStore {
         let current = self.dir.join(CURRENT);
         let write_err = |path: &Path| {
             let path = path.to_path_buf();
-            move |source| StoreError::Write { path, source }
+            move |error| StoreError::Write { path, error }
         };
         {
             let mut f = OpenOptions::new()
