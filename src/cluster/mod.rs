@@ -7,13 +7,12 @@
 pub mod builder;
 pub mod ids;
 
-use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-pub use ids::{ApplicationAttemptId, ApplicationId, ContainerId, IdError, NodeId};
+pub use ids::{ApplicationAttemptId, ApplicationId, ContainerId, IdError, IdHasher, IdMap, NodeId};
 
 use crate::resources::{Limits, Resource};
 
@@ -313,7 +312,7 @@ pub struct ClusterView {
     /// Sum of the nodes' physical capacity.
     pub capacity: Resource,
     #[serde(skip)]
-    container_index: HashMap<ContainerId, ContainerIdx>,
+    container_index: IdMap<ContainerId, ContainerIdx>,
     /// Live containers below their allocation (suspended or shrunk), in index order.
     #[serde(skip)]
     below_allocation: Vec<ContainerIdx>,
@@ -348,7 +347,7 @@ impl ClusterView {
                 queues[p.get()].children.push(QueueIdx(i as u32));
             }
         }
-        let mut seen_apps = HashMap::with_capacity(apps.len());
+        let mut seen_apps = IdMap::with_capacity_and_hasher(apps.len(), Default::default());
         for (i, a) in apps.iter_mut().enumerate() {
             if a.queue.get() >= queues.len() {
                 return Err(ViewError::BadAppQueue {
@@ -370,7 +369,8 @@ impl ClusterView {
             n.containers.clear();
             n.used = Resource::ZERO;
         }
-        let mut container_index = HashMap::with_capacity(containers.len());
+        let mut container_index =
+            IdMap::with_capacity_and_hasher(containers.len(), Default::default());
         let mut below_allocation = Vec::new();
         for (i, c) in containers.iter().enumerate() {
             let idx = ContainerIdx(i as u32);
