@@ -21,6 +21,9 @@ pub enum SimError {
     File { path: PathBuf, msg: String },
     #[error("invalid simulation setting: {0}")]
     Setting(String),
+    /// The run could not go on (a stall, an oversized container, a policy bug).
+    #[error(transparent)]
+    Engine(#[from] crate::sim::engine::EngineError),
     #[error("plotting {}: {msg}", path.display())]
     Plot { path: PathBuf, msg: String },
 }

@@ -40,12 +40,6 @@ use crate::sim::bridge::PolicyBridge;
 use crate::sim::engine::{Core, Scheduler};
 use crate::sim::workload::Workload;
 
-impl From<EngineError> for SimError {
-    fn from(e: EngineError) -> SimError {
-        SimError::Setting(e.to_string())
-    }
-}
-
 /// Everything a run needs besides the workload and the scheduler.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SimSetup {

@@ -78,7 +78,7 @@ impl SchedulerKind {
         }
     }
 
-    /// What it needs from src/policy/, if anything.
+    /// The src/policy/ code it runs, if any.
     pub fn policy_needs(&self) -> Option<&'static str> {
         match self {
             SchedulerKind::Capacity(PolicyKind::None)
