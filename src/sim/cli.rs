@@ -383,12 +383,7 @@ fn load_workload(w: &WorkloadArgs, seed: u64) -> Result<Workload, SimError> {
     if let Some(copies) = w.replicate {
         let (a, b) = wl.span();
         let shift = match w.replica_shift {
-            Some(s) if s.is_finite() && s >= 0.0 => secs(s),
-            Some(s) => {
-                return Err(SimError::Setting(format!(
-                    "--replica-shift must be a non-negative number of seconds, got {s}"
-                )));
-            }
+            Some(s) => secs(number("--replica-shift", s, Bound::AtLeastZero)?),
             None => (b - a).max(1),
         };
         wl = wl.replicate(copies, shift).map_err(SimError::Setting)?;
@@ -408,12 +403,7 @@ fn engine_config(c: &ClusterArgs, wl: &Workload, nodes: u32) -> Result<EngineCon
     if nodes == 0 {
         return Err(SimError::Setting("--nodes must be at least 1".into()));
     }
-    if !c.network_delay_ms.is_finite() || c.network_delay_ms < 0.0 {
-        return Err(SimError::Setting(format!(
-            "--network-delay-ms must be >= 0, got {}",
-            c.network_delay_ms
-        )));
-    }
+    let network_delay_ms = number("--network-delay-ms", c.network_delay_ms, Bound::AtLeastZero)?;
     if c.max_task_attempts == 0 {
         return Err(SimError::Setting(
             "--max-task-attempts must be at least 1".into(),
@@ -443,24 +433,46 @@ fn engine_config(c: &ClusterArgs, wl: &Workload, nodes: u32) -> Result<EngineCon
         Some(p) => CostModel::load(p)?,
         None => CostModel::default(),
     };
-    let sample_every = match c.sample_secs {
-        Some(s) if s.is_finite() && s > 0.0 => Some(secs(s)),
-        Some(s) => {
-            return Err(SimError::Setting(format!(
-                "--sample-secs must be > 0, got {s}"
-            )));
-        }
-        None => None,
-    };
+    let sample_every = c
+        .sample_secs
+        .map(|s| number("--sample-secs", s, Bound::Positive).map(secs))
+        .transpose()?;
     Ok(EngineConfig {
         nodes,
         node_capacity,
-        network_delay: secs(c.network_delay_ms / 1000.0),
+        network_delay: secs(network_delay_ms / 1000.0),
         costs,
         max_task_attempts: c.max_task_attempts,
         seed: c.seed,
         sample_every,
     })
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Bound {
+    Positive,
+    AtLeastZero,
+}
+
+/// A finite number within `bound`, or an error naming the flag.
+fn number(flag: &str, v: f64, bound: Bound) -> Result<f64, SimError> {
+    let ok = v.is_finite()
+        && match bound {
+            Bound::Positive => v > 0.0,
+            Bound::AtLeastZero => v >= 0.0,
+        };
+    if ok {
+        Ok(v)
+    } else {
+        let want = if bound == Bound::Positive {
+            "> 0"
+        } else {
+            ">= 0"
+        };
+        Err(SimError::Setting(format!(
+            "{flag} must be a number {want}, got {v}"
+        )))
+    }
 }
 
 fn sched_params(a: &SchedArgs) -> Result<SchedParams, SimError> {
@@ -485,13 +497,7 @@ fn sched_params(a: &SchedArgs) -> Result<SchedParams, SimError> {
     p.probe_ratio = a.probe_ratio;
     p.eagle_min_probes = a.min_probes;
     p.steal_attempts = a.steal_attempts;
-    if !a.bypass_cap.is_finite() || a.bypass_cap < 0.0 {
-        return Err(SimError::Setting(format!(
-            "--bypass-cap must be >= 0, got {}",
-            a.bypass_cap
-        )));
-    }
-    p.bypass_cap = a.bypass_cap;
+    p.bypass_cap = number("--bypass-cap", a.bypass_cap, Bound::AtLeastZero)?;
     if !a.queues.is_empty() {
         let total: f64 = a.queues.iter().map(|q| q.capacity).sum();
         if (total - 1.0).abs() > 1e-6 {
@@ -503,21 +509,13 @@ fn sched_params(a: &SchedArgs) -> Result<SchedParams, SimError> {
         p.queues = a.queues.clone();
     }
     if let Some(s) = a.dice_max_wait_secs {
-        if !s.is_finite() || s <= 0.0 {
-            return Err(SimError::Setting(format!(
-                "--dice-max-wait-secs must be > 0, got {s}"
-            )));
-        }
+        let s = number("--dice-max-wait-secs", s, Bound::Positive)?;
         p.policy.dice.max_task_waiting_ms = (s * 1000.0).round() as u64;
     }
-    if let Some(s) = a.las_quantum_secs {
-        if !s.is_finite() || s <= 0.0 {
-            return Err(SimError::Setting(format!(
-                "--las-quantum-secs must be > 0, got {s}"
-            )));
-        }
-        p.kairos_quantum = Some(secs(s));
-    }
+    p.kairos_quantum = a
+        .las_quantum_secs
+        .map(|s| number("--las-quantum-secs", s, Bound::Positive).map(secs))
+        .transpose()?;
     p.kairos_extra_slots = a.las_extra_slots;
     if let Some(ms) = a.monitoring_interval_ms {
         if ms == 0 {
