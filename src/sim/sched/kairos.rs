@@ -308,3 +308,39 @@ impl Scheduler for Kairos {
         ]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::engine::{EngineConfig, run};
+    use crate::sim::sched::SchedParams;
+    use crate::sim::trace::{TraceOptions, load};
+    use crate::sim::workload::SLOT;
+
+    /// On a crowded cluster LAS preempts and resumes, every node admits N + Q
+    /// containers, and every node is empty once the jobs are done.
+    #[test]
+    fn las_preempts_and_drains() {
+        let mut wl = load(
+            &crate::sim::testutil::bundled_trace("yahoo_sub1.tr"),
+            &TraceOptions::default(),
+        )
+        .unwrap();
+        wl.jobs.truncate(400);
+        let cfg = EngineConfig::new(200, SLOT);
+        let kc = SchedParams::default().kairos_config(&wl, SLOT);
+        let slots = 1 + kc.las.extra_slots;
+        let mut core: Core<'_, Msg> = Core::new(&wl, &cfg).unwrap();
+        let mut s = Kairos::new(&core, kc);
+        run(&mut core, &mut s, &|_| {}).unwrap();
+        assert!(s.suspensions > 0 && s.resumptions > 0);
+        assert!(core.all_done());
+        assert!(
+            s.nodes.iter().all(|n| n.is_empty()),
+            "nodes still hold containers"
+        );
+        assert!(s.count.iter().all(|&c| c == 0));
+        assert!(s.admission.iter().all(|a| a.vcores == slots));
+        assert!(s.queue.is_empty());
+    }
+}

@@ -791,3 +791,47 @@ mod tests {
         assert_eq!(Snapshot::new(&[0b0111], 3, 0).random_zero(3, 0), None);
     }
 }
+
+#[cfg(test)]
+mod dice_tests {
+    use super::*;
+    use crate::sim::engine::{EngineConfig, run};
+    use crate::sim::sched::{SchedParams, SchedulerKind};
+    use crate::sim::trace::{TraceOptions, load};
+    use crate::sim::workload::SLOT;
+
+    /// Hawk and Eagle with Dice acting hard (MaxTaskWaitingTime 1 s) on a crowded
+    /// cluster: suspensions happen, every slot handed to short tasks comes back, and the
+    /// run ends with every node empty and every job done.
+    #[test]
+    fn dice_gives_every_slot_back() {
+        let mut wl = load(
+            &crate::sim::testutil::bundled_trace("yahoo_sub1.tr"),
+            &TraceOptions::default(),
+        )
+        .unwrap();
+        wl.jobs.truncate(600);
+        let cfg = EngineConfig::new(300, SLOT);
+        let mut params = SchedParams::default();
+        params.policy.dice.max_task_waiting_ms = 1000;
+        for kind in [SchedulerKind::HawkDice, SchedulerKind::EagleDice] {
+            let mut core: Core<'_, Msg> = Core::new(&wl, &cfg).unwrap();
+            let mut s = ProbeSched::new(&core, params.probe_config(kind, &wl, 300));
+            run(&mut core, &mut s, &|_| {}).unwrap();
+            let d = s.dice.as_ref().unwrap();
+            assert!(d.windows > 10 && d.requests > 0, "{kind}: Dice never acted");
+            if kind == SchedulerKind::HawkDice {
+                assert!(d.suspended > 0, "hawk+dice suspended nothing");
+            }
+            assert_eq!(
+                d.suspended,
+                d.resumed + d.held.iter().flatten().count() as u64
+            );
+            assert!(core.all_done(), "{kind}: jobs left unfinished");
+            assert!(s.free.iter().all(|f| *f == SLOT), "{kind}: a slot was lost");
+            assert!(s.long_running.iter().chain(&s.long_queued).all(|&x| x == 0));
+            assert!(s.queue.iter().all(|q| q.iter().all(|p| !p.long)));
+            assert_eq!(core.live_containers, 0);
+        }
+    }
+}
