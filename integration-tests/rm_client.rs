@@ -64,15 +64,22 @@ pub struct Reply {
     pub status: u16,
     pub headers: Vec<(&'static str, String)>,
     pub body: String,
+    /// How long the server waits before answering.
+    pub delay: Duration,
 }
 
 impl Reply {
-    pub fn json(body: &str) -> Reply {
+    pub fn new(status: u16, headers: Vec<(&'static str, String)>, body: &str) -> Reply {
         Reply {
-            status: 200,
-            headers: vec![("content-type", "application/json".into())],
+            status,
+            headers,
             body: body.to_string(),
+            delay: Duration::ZERO,
         }
+    }
+
+    pub fn json(body: &str) -> Reply {
+        Reply::new(200, vec![("content-type", "application/json".into())], body)
     }
 }
 
@@ -99,6 +106,7 @@ impl MockRm {
                 let query = req.uri().query().unwrap_or("").to_string();
                 log.lock().unwrap().push(format!("{path}?{query}"));
                 let r = handler(&path, &query);
+                tokio::time::sleep(r.delay).await;
                 let mut resp = Response::new(Body::from(r.body));
                 *resp.status_mut() = StatusCode::from_u16(r.status).unwrap();
                 for (k, v) in r.headers {
@@ -136,14 +144,14 @@ pub fn standby_of(active: String) -> impl Fn(&str, &str) -> Reply + Send + Sync 
             return info("STANDBY");
         }
         let target = format!("{active}{path}?{query}");
-        Reply {
-            status: 307,
-            headers: vec![
+        Reply::new(
+            307,
+            vec![
                 ("location", target.clone()),
                 ("content-type", "text/plain".into()),
             ],
-            body: format!("This is standby RM. The redirect url is: {target}\n"),
-        }
+            &format!("This is standby RM. The redirect url is: {target}\n"),
+        )
     }
 }
 
@@ -372,11 +380,11 @@ async fn a_standby_page_without_a_location_makes_the_client_look_again() {
         if path == "/ws/v1/cluster/info" {
             return info("STANDBY");
         }
-        Reply {
-            status: 200,
-            headers: vec![("content-type", "text/plain".into())],
-            body: "This is standby RM. Redirecting to the current active RM: unknown\n".into(),
-        }
+        Reply::new(
+            200,
+            vec![("content-type", "text/plain".into())],
+            "This is standby RM. Redirecting to the current active RM: unknown\n",
+        )
     };
     let was_active = MockRm::start(demoted(page)).await;
     let c = client(&[&was_active.url, &rm]);
@@ -451,7 +459,7 @@ async fn schema_surprises_become_warnings_and_every_request_names_the_user() {
               {"containerId":"container_42_0001_01_000002","allocatedMB":"1024","containerState":"COMPLETE"},
               {"containerId":"bogus","containerState":"RUNNING"}]}}"#,
         ),
-        _ => Reply { status: 404, headers: vec![], body: String::new() },
+        _ => Reply::new(404, vec![], ""),
     })
     .await;
     let c = client(&[&rm.url]);
@@ -508,4 +516,36 @@ async fn schema_surprises_become_warnings_and_every_request_names_the_user() {
     for request in &seen {
         assert!(request.contains("user.name=alice"), "{request}");
     }
+}
+
+#[tokio::test]
+async fn a_request_that_times_out_on_the_only_active_rm_is_not_repeated() {
+    let rm = MockRm::start(|path: &str, _: &str| {
+        if path == "/ws/v1/cluster/info" {
+            return info("ACTIVE");
+        }
+        let mut slow = Reply::json(r#"{"apps":null}"#);
+        slow.delay = Duration::from_secs(3);
+        slow
+    })
+    .await;
+    let c = RmClient::new(&RmSettings {
+        addresses: vec![rm.url.clone()],
+        user_name: None,
+        request_timeout_ms: 300,
+    })
+    .unwrap();
+    let e = c.apps(&AppsQuery::default()).await.unwrap_err();
+    assert!(matches!(e, Error::Transport { .. }), "{e}");
+    assert!(e.to_string().contains("timed out"), "{e}");
+    let asked = rm.seen.lock().unwrap().clone();
+    let apps = asked
+        .iter()
+        .filter(|p| p.starts_with("/ws/v1/cluster/apps"))
+        .count();
+    assert_eq!(apps, 1, "{asked:?}");
+    assert!(
+        asked.iter().all(|p| !p.contains("user.name")),
+        "no user name configured"
+    );
 }

@@ -549,7 +549,10 @@ impl RmClient {
                 Err(Failure::TimedOut(e)) if call.idempotent => {
                     tracing::warn!(rm = %self.inner.rms[rm].name, error = %e,
                         "the ResourceManager timed out; checking which RM is active");
-                    self.rediscover(generation).await?;
+                    // Waiting again on the same slow RM would only double the delay.
+                    if self.rediscover(generation).await?.0 == rm {
+                        return Err(e);
+                    }
                     last = Some(e);
                 }
                 Err(Failure::TimedOut(e) | Failure::Other(e)) => return Err(e),
