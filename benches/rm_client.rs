@@ -17,7 +17,7 @@ use preemptor::config::settings::RmSettings;
 use preemptor::emulator::workload::WorkloadSpec;
 use preemptor::emulator::{Emulator, EmulatorConfig, EmulatorHandle, RuntimeChoice};
 use preemptor::resources::Resource;
-use preemptor::yarn::dto::{NewApplication, YarnApplicationState};
+use preemptor::yarn::dto::YarnApplicationState;
 use preemptor::yarn::{RmClient, RmProxy};
 use tokio_util::sync::CancellationToken;
 
@@ -230,17 +230,10 @@ async fn submit_all(h: &EmulatorHandle, rm: &str, apps: usize) -> Result<(), Str
         r#"{"kernel":"burn","args":[],"tasks":1,"memoryMb":1024,"vcores":1,"simulatedDurationMs":3600000}"#,
     )
     .map_err(|e| e.to_string())?;
-    let http = reqwest::Client::new();
+    let client = RmClient::new(&settings(rm)).map_err(|e| e.to_string())?;
     println!("submitting {apps} applications");
     for i in 0..apps {
-        let new: NewApplication = http
-            .post(format!("{rm}/ws/v1/cluster/apps/new-application"))
-            .send()
-            .await
-            .map_err(|e| e.to_string())?
-            .json()
-            .await
-            .map_err(|e| e.to_string())?;
+        let new = client.new_application().await.map_err(|e| e.to_string())?;
         let queue = if i % 2 == 0 { "long" } else { "short" };
         let ctx = spec.submission(
             &new.application_id,
@@ -249,15 +242,10 @@ async fn submit_all(h: &EmulatorHandle, rm: &str, apps: usize) -> Result<(), Str
             vec![],
             Resource::new(1024, 1),
         );
-        let resp = http
-            .post(format!("{rm}/ws/v1/cluster/apps?user.name=bench"))
-            .json(&ctx)
-            .send()
+        client
+            .submit_application(&ctx)
             .await
-            .map_err(|e| e.to_string())?;
-        if resp.status().as_u16() != 202 {
-            return Err(format!("submission {i} answered {}", resp.status()));
-        }
+            .map_err(|e| format!("submission {i}: {e}"))?;
     }
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {

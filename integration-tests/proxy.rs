@@ -2,7 +2,6 @@
 //! through it to the emulator, streaming both ways, headers passed through untouched,
 //! and YARN-style errors when no RM answers.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,7 +17,8 @@ use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::rm_client::{MockRm, client, dead_address, demoted, standby_of, start_emulator};
+use crate::emulator_support::run_client_script;
+use crate::rm_client::{client, client_before_failover, dead_address, standby_of, start_emulator};
 
 /// Serves `proxy` on a free port until the guard is dropped.
 async fn serve(proxy: RmProxy) -> (String, DropGuard) {
@@ -66,24 +66,7 @@ async fn yarn_api_client_submits_through_the_proxy_into_the_routed_queue() {
     let (proxy, mut seen) = proxy_for(client(&[h.rm_url()]), vec![rule.clone()]);
     let (url, _stop) = serve(proxy).await;
 
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("integration-tests/python/submit_via_proxy.py");
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(std::env::var("PYTHON").unwrap_or_else(|_| "python3".into()))
-            .arg(&script)
-            .arg(&url)
-            .output()
-    })
-    .await
-    .unwrap()
-    .expect("python3 runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        !stderr.contains("No module named 'yarn_api_client'"),
-        "yarn-api-client is not installed: `python3 -m pip install yarn-api-client` (.ci/run does)"
-    );
-    assert!(output.status.success(), "client script failed:\n{stderr}");
-    let out: Value = serde_json::from_slice(&output.stdout).expect("script prints JSON");
+    let out = run_client_script("submit_via_proxy.py", &url).await;
 
     let routed = out["routed"].as_str().unwrap().to_string();
     let explicit = out["explicit"].as_str().unwrap().to_string();
@@ -417,9 +400,7 @@ async fn no_reachable_rm_is_a_502_remote_exception() {
 async fn the_proxy_follows_a_failover_to_the_new_active_rm() {
     let h = start_emulator(1).await;
     let rm = h.rm_url().to_string();
-    let was_active = MockRm::start(demoted(standby_of(rm.clone()))).await;
-    let c = client(&[&was_active.url, &rm]);
-    assert_eq!(c.active_rm().await.unwrap(), was_active.url);
+    let (was_active, c) = client_before_failover(standby_of(rm.clone()), &rm).await;
     let (proxy, _) = proxy_for(c.clone(), vec![]);
     let (url, _stop) = serve(proxy).await;
 

@@ -168,6 +168,18 @@ pub fn demoted(
     }
 }
 
+/// A client that found `then` (wrapped in [`demoted`]) active, just before it became a
+/// standby of `rm`.
+pub async fn client_before_failover(
+    then: impl Fn(&str, &str) -> Reply + Send + Sync + 'static,
+    rm: &str,
+) -> (MockRm, RmClient) {
+    let was_active = MockRm::start(demoted(then)).await;
+    let c = client(&[&was_active.url, rm]);
+    assert_eq!(c.active_rm().await.unwrap(), was_active.url);
+    (was_active, c)
+}
+
 // ------------------------------------------------------------------ tests
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -255,13 +267,18 @@ async fn snapshot_matches_the_emulator_and_costs_one_call_per_running_app() {
 async fn typed_calls_act_on_the_emulator() {
     let h = start_emulator(2).await;
     let rm = h.rm_url().to_string();
-    let app = submit(&rm, "victim", "long", &tasks(2), AM).await;
-    let app_id: ApplicationId = app.parse().unwrap();
+    let c = client(&[&rm]);
+    let new = c.new_application().await.unwrap();
+    assert_eq!(new.maximum_resource_capability.to_resource(), NODE);
+    let context = tasks(2).submission(&new.application_id, "victim", "long", vec![], AM);
+    let app_id = c.submit_application(&context).await.unwrap();
+    assert_eq!(app_id.to_string(), new.application_id);
+    let user = h.inspect(|s| s.apps[&app_id].user.clone());
+    assert_eq!(user, "alice", "submitted as ?user.name=");
     wait_until(&h, "3 containers", 15, |s| {
         s.app_containers(app_id).len() == 3
     })
     .await;
-    let c = client(&[&rm]);
 
     let metrics = c.cluster_metrics().await.unwrap().value;
     assert_eq!((metrics.total_mb, metrics.total_nodes), (16384, 2));
@@ -360,9 +377,7 @@ async fn the_active_rm_is_found_among_dead_and_standby_addresses() {
 async fn a_standby_redirect_is_followed_to_the_active_rm() {
     let h = start_emulator(1).await;
     let rm = h.rm_url().to_string();
-    let was_active = MockRm::start(demoted(standby_of(rm.clone()))).await;
-    let c = client(&[&was_active.url, &rm]);
-    assert_eq!(c.active_rm().await.unwrap(), was_active.url);
+    let (_was_active, c) = client_before_failover(standby_of(rm.clone()), &rm).await;
     // The failover happens now: the next request meets a standby's 307.
     let snap = c.snapshot().await.unwrap();
     assert_eq!(snap.active_rm, rm);
@@ -386,9 +401,7 @@ async fn a_standby_page_without_a_location_makes_the_client_look_again() {
             "This is standby RM. Redirecting to the current active RM: unknown\n",
         )
     };
-    let was_active = MockRm::start(demoted(page)).await;
-    let c = client(&[&was_active.url, &rm]);
-    assert_eq!(c.active_rm().await.unwrap(), was_active.url);
+    let (_was_active, c) = client_before_failover(page, &rm).await;
     let apps = c.apps(&AppsQuery::default()).await.unwrap();
     assert!(apps.value.is_empty());
     assert_eq!(c.current_rm().as_deref(), Some(rm.as_str()));

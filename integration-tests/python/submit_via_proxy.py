@@ -6,20 +6,10 @@ Usage: python3 submit_via_proxy.py PROXY_URL
 
 import json
 import sys
-import time
 
 from yarn_api_client.resource_manager import ResourceManager
 
-
-def wait_for(what, fetch, ok, timeout=30.0):
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        last = fetch()
-        if ok(last):
-            return last
-        time.sleep(0.1)
-    raise SystemExit("timed out waiting for %s; last answer: %s" % (what, json.dumps(last)))
+from drive_emulator import wait_for
 
 
 def submit(rm, name, tags, queue=None):

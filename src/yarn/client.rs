@@ -21,12 +21,13 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Semaphore;
 
 use super::dto::{
-    AppAttemptInfo, AppAttemptsResponse, AppInfo, AppResponse, AppStateInfo, AppsResponse,
-    AttemptContainersResponse, CAPACITY_SCHEDULER_TYPE, ClusterInfo, ClusterInfoResponse,
-    ClusterMetrics, ClusterMetricsResponse, ContainerInfo, NodeInfo, NodeLabelInfo, NodeLabelsInfo,
-    NodeResponse, NodeToLabelsEntry, NodeToLabelsEntryList, NodeToLabelsInfo, NodesResponse,
-    QueueInfo, RemoteExceptionResponse, ResourceInfo, ResourceInfoResponse, ResourceOptionInfo,
-    SchedulerResponse, SignalContainerCommand, YarnApplicationState,
+    AppAttemptInfo, AppAttemptsResponse, AppInfo, AppResponse, AppStateInfo,
+    ApplicationSubmissionContext, AppsResponse, AttemptContainersResponse, CAPACITY_SCHEDULER_TYPE,
+    ClusterInfo, ClusterInfoResponse, ClusterMetrics, ClusterMetricsResponse, ContainerInfo,
+    NewApplication, NodeInfo, NodeLabelInfo, NodeLabelsInfo, NodeResponse, NodeToLabelsEntry,
+    NodeToLabelsEntryList, NodeToLabelsInfo, NodesResponse, QueueInfo, RemoteExceptionResponse,
+    ResourceInfo, ResourceInfoResponse, ResourceOptionInfo, SchedulerResponse,
+    SignalContainerCommand, YarnApplicationState,
 };
 use super::error::{Error, ProbeFailure, excerpt};
 use super::tolerant::{Parsed, decode};
@@ -238,14 +239,7 @@ impl RmClient {
             return Err(Error::Config("the user name is empty".into()));
         }
         let timeout = Duration::from_millis(settings.request_timeout_ms);
-        let http = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout)
-            // A standby's 307 is information, not something to follow blindly.
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .build()
-            .map_err(|e| Error::Config(format!("building the HTTP client: {e}")))?;
+        let http = http_client(timeout, Some(timeout))?;
         Ok(RmClient {
             inner: Arc::new(Inner {
                 rms,
@@ -365,6 +359,33 @@ impl RmClient {
     pub async fn node(&self, node: &NodeId) -> Result<Parsed<NodeInfo>, Error> {
         let p: Parsed<NodeResponse> = self.get(node_path(node, ""), Vec::new()).await?;
         Ok(p.map(|r| r.node))
+    }
+
+    /// `POST /apps/new-application`: an application id and the largest container.
+    pub async fn new_application(&self) -> Result<NewApplication, Error> {
+        let path = "/ws/v1/cluster/apps/new-application".to_string();
+        // Not replayed after a timeout: each call takes an id.
+        let call = Call::write::<()>(Method::POST, path, None, false)?;
+        let served = self.execute_ok(&call).await?;
+        let p: Parsed<NewApplication> = self.parse(&call, &served)?;
+        Ok(p.value)
+    }
+
+    /// `POST /apps`: submits an application (its id from
+    /// [`RmClient::new_application`]). The RM refuses an id twice, so this is not
+    /// replayed after a timeout either.
+    pub async fn submit_application(
+        &self,
+        context: &ApplicationSubmissionContext,
+    ) -> Result<ApplicationId, Error> {
+        let id: ApplicationId = context
+            .application_id
+            .parse()
+            .map_err(|e| Error::Config(format!("submitting: {e}")))?;
+        let path = "/ws/v1/cluster/apps".to_string();
+        let call = Call::write(Method::POST, path, Some(context), false)?;
+        self.execute_ok(&call).await?;
+        Ok(id)
     }
 
     /// `POST /nodes/{id}/resource`: set the node's total (advertised) resource.
@@ -800,6 +821,25 @@ impl RmClient {
         let (rm, generation) = self.follow(generation, from, location).await?;
         Ok((self.inner.rms[rm].url.clone(), generation))
     }
+}
+
+/// An HTTP client for the RMs: `connect` bounds connecting, `total` (if any) a whole
+/// exchange. Redirects are not followed: a standby's 307 is information, to be
+/// followed only to a configured RM.
+pub(super) fn http_client(
+    connect: Duration,
+    total: Option<Duration>,
+) -> Result<reqwest::Client, Error> {
+    let mut builder = reqwest::Client::builder()
+        .connect_timeout(connect)
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy();
+    if let Some(t) = total {
+        builder = builder.timeout(t);
+    }
+    builder
+        .build()
+        .map_err(|e| Error::Config(format!("building the HTTP client: {e}")))
 }
 
 fn is_standby_state(state: &str) -> bool {

@@ -30,10 +30,10 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::client::{RmClient, describe_reqwest};
+use super::client::{RmClient, describe_reqwest, http_client};
 use super::dto::{RemoteException, RemoteExceptionResponse};
 use super::error::Error;
-use super::submission::{self, Submission};
+use super::submission::{self, Submission, xml_escape};
 use crate::cluster::{ApplicationId, Millis};
 use crate::config::settings::RouteRule;
 
@@ -84,12 +84,7 @@ impl RmProxy {
         let response_timeout = client.request_timeout();
         // No overall timeout: bodies stream for as long as they take. The RM must start
         // answering within the RM request timeout (see `forward`).
-        let http = reqwest::Client::builder()
-            .connect_timeout(response_timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .build()
-            .map_err(|e| Error::Config(format!("building the proxy's HTTP client: {e}")))?;
+        let http = http_client(response_timeout, None)?;
         Ok(RmProxy {
             client,
             http,
@@ -493,12 +488,6 @@ fn remote_error(
         )
     };
     (status, [(CONTENT_TYPE, ctype)], body).into_response()
-}
-
-fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 #[cfg(test)]

@@ -87,10 +87,10 @@ pub fn with_queue(body: &[u8], format: BodyFormat, queue: &str) -> Result<Vec<u8
         BodyFormat::Xml => {
             let text = std::str::from_utf8(body).map_err(|_| "the XML is not UTF-8")?;
             let (_, place) = read_xml(text).ok_or("the XML is not well-formed")?;
-            let element = format!("<queue>{}</queue>", escape(queue));
+            let element = format!("<queue>{}</queue>", xml_escape(queue));
             let spliced = match place {
                 QueuePlace::Content(start, end) => {
-                    format!("{}{}{}", &text[..start], escape(queue), &text[end..])
+                    format!("{}{}{}", &text[..start], xml_escape(queue), &text[end..])
                 }
                 QueuePlace::Empty(start, end) => {
                     format!("{}{element}{}", &text[..start], &text[end..])
@@ -210,7 +210,8 @@ fn read_xml(text: &str) -> Option<(Submission, QueuePlace)> {
     Some((s, place))
 }
 
-fn escape(s: &str) -> String {
+/// Text for an XML element's content.
+pub(super) fn xml_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
