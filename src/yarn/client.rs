@@ -42,6 +42,8 @@ pub const DEFAULT_MAX_IN_FLIGHT: usize = 16;
 const MAX_RESPONSE_BYTES: usize = 256 << 20;
 
 const INFO_PATH: &str = "/ws/v1/cluster/info";
+pub(super) const APPS_PATH: &str = "/ws/v1/cluster/apps";
+pub(super) const NODES_PATH: &str = "/ws/v1/cluster/nodes";
 
 /// A handle on the ResourceManager(s) of one cluster.
 #[derive(Clone)]
@@ -49,7 +51,7 @@ pub struct RmClient {
     inner: Arc<Inner>,
 }
 
-pub(super) struct Inner {
+struct Inner {
     rms: Vec<Rm>,
     user_name: Option<String>,
     http: reqwest::Client,
@@ -59,7 +61,7 @@ pub(super) struct Inner {
     /// Held while the RMs are probed, so that concurrent failures probe once.
     discovery: tokio::sync::Mutex<()>,
     /// Application -> its current attempt, kept across snapshots.
-    pub(super) attempts: Mutex<HashMap<ApplicationId, ApplicationAttemptId>>,
+    attempts: Mutex<HashMap<ApplicationId, ApplicationAttemptId>>,
     requests: AtomicU64,
     failovers: AtomicU64,
 }
@@ -135,7 +137,7 @@ impl AppsQuery {
 }
 
 /// One REST call, replayable against another RM.
-pub(super) struct Call {
+struct Call {
     method: Method,
     path: String,
     query: Vec<(&'static str, String)>,
@@ -318,9 +320,7 @@ impl RmClient {
     }
 
     pub async fn apps(&self, query: &AppsQuery) -> Result<Parsed<Vec<AppInfo>>, Error> {
-        let p: Parsed<AppsResponse> = self
-            .get("/ws/v1/cluster/apps".into(), query.pairs())
-            .await?;
+        let p: Parsed<AppsResponse> = self.get(APPS_PATH.into(), query.pairs()).await?;
         Ok(p.map(AppsResponse::into_list))
     }
 
@@ -343,16 +343,13 @@ impl RmClient {
         &self,
         attempt: &ApplicationAttemptId,
     ) -> Result<Parsed<Vec<ContainerInfo>>, Error> {
-        let path = app_path(
-            &attempt.application,
-            &format!("/appattempts/{attempt}/containers"),
-        );
-        let p: Parsed<AttemptContainersResponse> = self.get(path, Vec::new()).await?;
+        let p: Parsed<AttemptContainersResponse> =
+            self.get(containers_path(attempt), Vec::new()).await?;
         Ok(p.map(AttemptContainersResponse::into_list))
     }
 
     pub async fn nodes(&self) -> Result<Parsed<Vec<NodeInfo>>, Error> {
-        let p: Parsed<NodesResponse> = self.get("/ws/v1/cluster/nodes".into(), Vec::new()).await?;
+        let p: Parsed<NodesResponse> = self.get(NODES_PATH.into(), Vec::new()).await?;
         Ok(p.map(NodesResponse::into_list))
     }
 
@@ -883,7 +880,14 @@ fn same_origin(a: &Url, b: &Url) -> bool {
 
 /// `/ws/v1/cluster/apps/{id}{rest}`.
 fn app_path(app: &ApplicationId, rest: &str) -> String {
-    format!("/ws/v1/cluster/apps/{app}{rest}")
+    format!("{APPS_PATH}/{app}{rest}")
+}
+
+pub(super) fn containers_path(attempt: &ApplicationAttemptId) -> String {
+    app_path(
+        &attempt.application,
+        &format!("/appattempts/{attempt}/containers"),
+    )
 }
 
 fn node_path(node: &NodeId, rest: &str) -> String {

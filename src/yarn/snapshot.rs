@@ -10,8 +10,7 @@
 use futures_util::future::join_all;
 use serde::Serialize;
 
-use super::client::AppsQuery;
-use super::client::RmClient;
+use super::client::{APPS_PATH, AppsQuery, NODES_PATH, RmClient, containers_path};
 use super::dto::{
     AppAttemptInfo, AppInfo, ClusterInfo, ContainerInfo, NodeInfo, QueueInfo, YarnApplicationState,
 };
@@ -59,7 +58,7 @@ impl RmClient {
 
         let apps = keep_valid(
             apps.value,
-            "GET /ws/v1/cluster/apps",
+            &format!("GET {APPS_PATH}"),
             "apps.app",
             &mut warnings,
             |a| {
@@ -89,7 +88,7 @@ impl RmClient {
 
         let nodes = keep_valid(
             nodes.value,
-            "GET /ws/v1/cluster/nodes",
+            &format!("GET {NODES_PATH}"),
             "nodes.node",
             &mut warnings,
             |n| {
@@ -138,8 +137,7 @@ impl RmClient {
                 Ok(list) => {
                     self.attempt_cache().insert(app, current);
                     warnings.extend(list.warnings);
-                    let source =
-                        format!("GET /ws/v1/cluster/apps/{app}/appattempts/{current}/containers");
+                    let source = format!("GET {}", containers_path(&current));
                     let valid = keep_valid(
                         list.value,
                         &source,
