@@ -4,6 +4,10 @@
 //! Docker-backed tests never skip silently: without a daemon they print why and pass
 //! outside CI, and fail when `CI=true`.
 
+mod agent_api;
+mod agent_crash;
+mod agent_limits;
+mod agent_support;
 mod check_config;
 mod common;
 mod docker_smoke;

@@ -1,8 +1,285 @@
 //! `preemptor agent`.
 
-#[derive(Debug, clap::Args)]
-pub struct AgentArgs {}
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::time::Duration;
 
-pub async fn run(_args: AgentArgs) -> Result<(), crate::NotAvailable> {
-    Err(crate::NotAvailable("agent"))
+use crate::resources::Limits;
+
+use super::writer::WritePath;
+use super::{AgentConfig, StartError};
+
+#[derive(Debug, clap::Args)]
+// The one-line description comes from the subcommand's doc comment in main.rs.
+#[command(
+    after_help = "Run with --help for how the agent works; docs/agent.md has the API.",
+    after_long_help = "The agent runs on every NodeManager host and is the only part of \
+Preemptor that touches containers. It finds YARN's Docker containers (those named after a \
+YARN container id; every other container is refused), applies suspend / shrink / resume / \
+kill on request of the controller, measures attained service and detects swapping from the \
+cgroups, and serves a token-protected HTTP API (docs/agent.md).\n\n\
+Safety: before changing a container the agent records its original limits under \
+--state-dir. If no controller renews the lease for --lease-timeout, every changed container \
+is resumed (no controller, no throttling); a restarted agent recovers its records and does \
+the same.\n\n\
+Example:\n  preemptor agent --token-file /etc/preemptor/agent.token --listen 0.0.0.0:8049\n\n\
+Durations take ms, s, m or h (plain numbers are seconds)."
+)]
+pub struct AgentArgs {
+    /// Address to serve the API on. Loopback by default: expose it deliberately.
+    #[arg(long, default_value = "127.0.0.1:8049", env = "PREEMPTOR_AGENT_LISTEN")]
+    pub listen: SocketAddr,
+
+    /// File holding the bearer token the controller must present (whitespace trimmed).
+    #[arg(
+        long,
+        default_value = "/etc/preemptor/agent.token",
+        env = "PREEMPTOR_AGENT_TOKEN_FILE"
+    )]
+    pub token_file: PathBuf,
+
+    /// Where the agent records original limits of the containers it changes.
+    #[arg(long, default_value = "/var/lib/preemptor/agent")]
+    pub state_dir: PathBuf,
+
+    /// Resume every changed container if no controller renews the lease for this long.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub lease_timeout: Duration,
+
+    /// Docker Engine API socket (a unix:// prefix is accepted).
+    #[arg(long, default_value = "/var/run/docker.sock")]
+    pub docker_socket: String,
+
+    /// How limits are changed: through Docker's update API, or by writing the cgroup
+    /// files directly (faster; `docker inspect` then keeps showing the original limits).
+    #[arg(long, value_enum, default_value_t = WritePath::Docker)]
+    pub cgroup_path: WritePath,
+
+    /// Record and report actions without touching any container or Docker (load tests).
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Major faults plus swap-ins per second above which a container counts as swapping.
+    #[arg(long, default_value_t = 256)]
+    pub swap_threshold: u64,
+
+    /// How often changed containers are checked for swapping.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub swap_check_interval: Duration,
+
+    /// Largest request body accepted, in bytes.
+    #[arg(long, default_value_t = 64 * 1024)]
+    pub max_body_bytes: usize,
+
+    /// No target may take a container's memory below this (MB).
+    #[arg(long, default_value_t = Limits::MIN_FOOTPRINT.memory_mb)]
+    pub min_memory_mb: u64,
+
+    /// No target may take a container's CPU below this (thousandths of a vcore).
+    #[arg(long, default_value_t = Limits::MIN_FOOTPRINT.cpu_millis)]
+    pub min_cpu_millis: u32,
+
+    /// Longest wait for cpu.stat to show a new CPU throttle before lowering memory.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub throttle_wait: Duration,
+
+    /// How long memory keeps stepping down through "device or resource busy" refusals.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub memory_timeout: Duration,
+
+    /// Do not page a container's memory out (process_madvise MADV_PAGEOUT) before
+    /// lowering its memory limit; let the limit write reclaim alone (slower).
+    #[arg(long)]
+    pub no_proactive_reclaim: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("reading the token file {path}: {error}")]
+    TokenFile {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("the token file {0} is empty")]
+    EmptyToken(PathBuf),
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Start(#[from] StartError),
+    #[error("waiting for a shutdown signal: {0}")]
+    Signal(std::io::Error),
+}
+
+/// `30s`, `500ms`, `2m`, `1h`, or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 30s, 500ms, 2m)"))?;
+    let secs = match unit.trim() {
+        "" | "s" => n,
+        "ms" => n / 1000.0,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        other => {
+            return Err(format!(
+                "unknown duration unit {other:?} (use ms, s, m or h)"
+            ));
+        }
+    };
+    if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
+        return Err(format!("{s:?} is out of range"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+impl AgentArgs {
+    pub fn to_config(&self) -> Result<AgentConfig, AgentError> {
+        let token = std::fs::read(&self.token_file).map_err(|error| AgentError::TokenFile {
+            path: self.token_file.clone(),
+            error,
+        })?;
+        let token = token.trim_ascii().to_vec();
+        if token.is_empty() {
+            return Err(AgentError::EmptyToken(self.token_file.clone()));
+        }
+        if let Ok(meta) = std::fs::metadata(&self.token_file) {
+            if meta.permissions().mode() & 0o077 != 0 {
+                tracing::warn!(file = %self.token_file.display(), "the token file is readable by other users; chmod 600 it");
+            }
+        }
+        if !(super::lease::MIN_TIMEOUT..=super::lease::MAX_TIMEOUT).contains(&self.lease_timeout) {
+            return Err(AgentError::Invalid(format!(
+                "--lease-timeout {:?} is outside 100ms ..= 1h",
+                self.lease_timeout
+            )));
+        }
+        if self.swap_check_interval < Duration::from_millis(100) {
+            return Err(AgentError::Invalid(
+                "--swap-check-interval must be at least 100ms".into(),
+            ));
+        }
+        if self.max_body_bytes < 1024 {
+            return Err(AgentError::Invalid(
+                "--max-body-bytes must be at least 1024".into(),
+            ));
+        }
+        if self.min_cpu_millis == 0 || self.min_memory_mb == 0 {
+            return Err(AgentError::Invalid(
+                "--min-cpu-millis and --min-memory-mb must be positive".into(),
+            ));
+        }
+        let socket = self
+            .docker_socket
+            .strip_prefix("unix://")
+            .unwrap_or(&self.docker_socket);
+        if socket.is_empty() {
+            return Err(AgentError::Invalid("--docker-socket is empty".into()));
+        }
+        if !self.listen.ip().is_loopback() {
+            tracing::warn!(listen = %self.listen, "the agent API is reachable from other hosts; it is protected by the token only (no TLS)");
+        }
+        Ok(AgentConfig {
+            listen: self.listen,
+            token,
+            state_dir: self.state_dir.clone(),
+            docker_socket: PathBuf::from(socket),
+            path: self.cgroup_path,
+            dry_run: self.dry_run,
+            lease_timeout: self.lease_timeout,
+            swap_threshold_pages_per_sec: self.swap_threshold,
+            swap_check_interval: self.swap_check_interval,
+            max_body_bytes: self.max_body_bytes,
+            floor: Limits::new(self.min_memory_mb, self.min_cpu_millis),
+            throttle_wait_max: self.throttle_wait,
+            memory_timeout: self.memory_timeout,
+            proactive_reclaim: !self.no_proactive_reclaim,
+        })
+    }
+}
+
+async fn shutdown_signal() -> Result<&'static str, AgentError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).map_err(AgentError::Signal)?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.map(|()| "SIGINT").map_err(AgentError::Signal),
+        _ = term.recv() => Ok("SIGTERM"),
+    }
+}
+
+pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
+    let config = args.to_config()?;
+    let agent = super::start(config).await?;
+    // On stdout, for scripts and tests that start the agent on port 0.
+    println!("preemptor agent listening on {}", agent.url());
+    let cancel = agent.cancel_token();
+    tokio::select! {
+        signal = shutdown_signal() => {
+            tracing::info!(signal = signal?, "shutting down; changed containers stay recorded");
+        }
+        _ = cancel.cancelled() => {}
+    }
+    agent.shutdown().await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: AgentArgs,
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("5d").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn config_from_args_checks_the_token_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let token = tmp.path().join("token");
+        std::fs::write(&token, "  abc123\n").unwrap();
+        let w = Wrap::try_parse_from([
+            "agent",
+            "--token-file",
+            token.to_str().unwrap(),
+            "--lease-timeout",
+            "5s",
+            "--cgroup-path",
+            "direct",
+            "--docker-socket",
+            "unix:///run/docker.sock",
+        ])
+        .unwrap();
+        let c = w.args.to_config().unwrap();
+        assert_eq!(c.token, b"abc123");
+        assert_eq!(c.lease_timeout, Duration::from_secs(5));
+        assert_eq!(c.path, WritePath::Direct);
+        assert_eq!(c.docker_socket, PathBuf::from("/run/docker.sock"));
+        assert!(c.listen.ip().is_loopback());
+
+        std::fs::write(&token, "\n").unwrap();
+        assert!(matches!(w.args.to_config(), Err(AgentError::EmptyToken(_))));
+        let w = Wrap::try_parse_from(["agent", "--token-file", "/nonexistent/token"]).unwrap();
+        assert!(matches!(
+            w.args.to_config(),
+            Err(AgentError::TokenFile { .. })
+        ));
+    }
 }

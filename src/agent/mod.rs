@@ -1,2 +1,326 @@
 //! The node agent: finds YARN's Docker containers and changes their cgroup limits.
+//!
+//! It is the only part of Preemptor that touches containers. Layout:
+//! - [`api`]: request/response bodies shared by server and [`client`];
+//! - [`docker`]: the Docker Engine API (bollard); [`cgroup`]: cgroup v1/v2 discovery and
+//!   reading; [`limits`]: YARN units to real limits; [`writer`]: the one handle that
+//!   writes limits;
+//! - [`enforcer`]: suspend / shrink / resume / kill; [`store`]: durable record of changed
+//!   containers; [`lease`]: no controller, no throttling;
+//! - [`server`]: the HTTP API; [`metrics`]: Prometheus text; [`cli`]: `preemptor agent`.
+//!
+//! See docs/agent.md for the operator's view.
+
+pub mod api;
+pub mod cgroup;
 pub mod cli;
+pub mod client;
+pub mod docker;
+pub mod enforcer;
+pub mod lease;
+pub mod limits;
+pub mod metrics;
+pub mod reclaim;
+pub mod server;
+pub mod store;
+pub mod writer;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures_util::StreamExt;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::resources::Limits;
+use enforcer::{Enforcer, EnforcerSettings, Runtime};
+use writer::WritePath;
+
+pub use client::AgentClient;
+
+/// How often the lease is checked.
+const LEASE_TICK: Duration = Duration::from_millis(200);
+
+pub(crate) fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Everything the agent needs to run, validated. Built from the command line by
+/// [`cli::AgentArgs::to_config`], or directly by tests and the demo.
+#[derive(Clone)]
+pub struct AgentConfig {
+    pub listen: SocketAddr,
+    pub token: Vec<u8>,
+    pub state_dir: PathBuf,
+    pub docker_socket: PathBuf,
+    pub path: WritePath,
+    pub dry_run: bool,
+    pub lease_timeout: Duration,
+    pub swap_threshold_pages_per_sec: u64,
+    pub swap_check_interval: Duration,
+    pub max_body_bytes: usize,
+    pub floor: Limits,
+    pub throttle_wait_max: Duration,
+    pub memory_timeout: Duration,
+    /// Page a container's memory out (process_madvise) before lowering its limit.
+    pub proactive_reclaim: bool,
+}
+
+impl std::fmt::Debug for AgentConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentConfig")
+            .field("listen", &self.listen)
+            .field("token", &"<redacted>")
+            .field("state_dir", &self.state_dir)
+            .field("docker_socket", &self.docker_socket)
+            .field("path", &self.path)
+            .field("dry_run", &self.dry_run)
+            .field("lease_timeout", &self.lease_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentConfig {
+    /// Defaults for everything but the token and the state directory.
+    pub fn new(token: Vec<u8>, state_dir: PathBuf) -> AgentConfig {
+        AgentConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8049)),
+            token,
+            state_dir,
+            docker_socket: PathBuf::from("/var/run/docker.sock"),
+            path: WritePath::Docker,
+            dry_run: false,
+            lease_timeout: Duration::from_secs(30),
+            swap_threshold_pages_per_sec: 256,
+            swap_check_interval: Duration::from_secs(1),
+            max_body_bytes: 64 * 1024,
+            floor: Limits::MIN_FOOTPRINT,
+            throttle_wait_max: Duration::from_secs(1),
+            memory_timeout: Duration::from_secs(60),
+            proactive_reclaim: true,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("the agent token must not be empty")]
+    EmptyToken,
+    #[error(transparent)]
+    Docker(#[from] docker::DockerError),
+    #[error(transparent)]
+    Cgroup(#[from] cgroup::CgroupError),
+    #[error("no cgroup v1 cpu+memory hierarchy or cgroup v2 mount found in /proc/self/mountinfo")]
+    NoCgroups,
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    #[error("recovering state: {0}")]
+    Reconcile(enforcer::Error),
+    #[error("cannot listen on {addr}: {error}")]
+    Bind {
+        addr: SocketAddr,
+        error: std::io::Error,
+    },
+}
+
+/// A started agent. Dropping it does not stop it; call [`RunningAgent::shutdown`].
+pub struct RunningAgent {
+    addr: SocketAddr,
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl RunningAgent {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops serving and the background tasks. Changed containers stay as they are and
+    /// recorded; a restarted agent resumes them when its lease expires.
+    pub async fn shutdown(self) {
+        self.cancel.cancel();
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
+
+    /// The token that stops the agent; its `cancelled()` resolves once something (a
+    /// signal handler, the HTTP server failing) asked the agent to stop.
+    pub fn cancel_token(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+}
+
+/// Connects to Docker, recovers the state store, binds and starts serving.
+pub async fn start(config: AgentConfig) -> Result<RunningAgent, StartError> {
+    if config.token.is_empty() {
+        return Err(StartError::EmptyToken);
+    }
+    let metrics = Arc::new(metrics::Metrics::new());
+    let (runtime, store) = if config.dry_run {
+        tracing::warn!("dry-run: actions are recorded and reported, no container is touched");
+        (Runtime::DryRun, None)
+    } else {
+        let docker = docker::DockerClient::connect(&config.docker_socket).await?;
+        let mounts = cgroup::CgroupMounts::read_self()?;
+        let version = mounts.version().ok_or(StartError::NoCgroups)?;
+        tracing::info!(cgroup = ?version, driver = ?docker.driver, swap_accounting = ?docker.swap_limit, "connected to Docker");
+        if docker.swap_limit == Some(false) {
+            tracing::warn!(
+                "the kernel does not account swap (no memory.memsw.*): Docker's MemorySwap is not enforced, suspended containers may use unlimited swap"
+            );
+        }
+        let (store, records, report) = store::StateStore::open(&config.state_dir)?;
+        for d in &report.damaged {
+            tracing::error!(damage = %d, "state file damaged; using the newest intact generation");
+        }
+        tracing::info!(dir = %config.state_dir.display(), generation = report.generation, source = %report.source, containers = records.len(), "state store opened");
+        (
+            Runtime::Live { docker, mounts },
+            Some((store, report, records)),
+        )
+    };
+    let settings = EnforcerSettings {
+        path: config.path,
+        floor: config.floor,
+        throttle_wait_max: config.throttle_wait_max,
+        memory_timeout: config.memory_timeout,
+        proactive_reclaim: config.proactive_reclaim,
+        swap_threshold_pages_per_sec: config.swap_threshold_pages_per_sec,
+        lease_timeout: config.lease_timeout,
+    };
+    let (store, records) = match store {
+        Some((s, report, records)) => (Some((s, report)), records),
+        None => (None, Vec::new()),
+    };
+    let enforcer = Arc::new(Enforcer::new(
+        runtime,
+        settings,
+        store,
+        metrics,
+        Instant::now(),
+    ));
+    let (kept, dropped) = enforcer
+        .reconcile(records)
+        .await
+        .map_err(StartError::Reconcile)?;
+    if kept + dropped > 0 {
+        tracing::info!(
+            kept,
+            dropped,
+            lease_timeout_ms = config.lease_timeout.as_millis() as u64,
+            "reconciled recovered containers with Docker; they are resumed when the lease expires unless a controller renews it"
+        );
+    }
+
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|error| StartError::Bind {
+            addr: config.listen,
+            error,
+        })?;
+    let addr = listener.local_addr().map_err(|error| StartError::Bind {
+        addr: config.listen,
+        error,
+    })?;
+    let cancel = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    let state = Arc::new(server::AppState {
+        enforcer: enforcer.clone(),
+        token: config.token.clone(),
+        shutdown: cancel.clone(),
+    });
+    let app = server::router(state, config.max_body_bytes);
+    let c = cancel.clone();
+    tracker.spawn(async move {
+        let serve = axum::serve(listener, app).with_graceful_shutdown(c.clone().cancelled_owned());
+        if let Err(e) = serve.await {
+            tracing::error!(error = %e, "HTTP server stopped");
+            c.cancel();
+        }
+    });
+
+    let (e, c) = (enforcer.clone(), cancel.clone());
+    tracker.spawn(async move {
+        let mut tick = tokio::time::interval(LEASE_TICK);
+        let mut retry_at = Instant::now();
+        loop {
+            tokio::select! {
+                _ = c.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let now = Instant::now();
+            if now < retry_at {
+                continue;
+            }
+            if e.on_lease_tick(now).await && !e.changed_containers().is_empty() {
+                // Some resumes failed; do not hammer Docker.
+                retry_at = Instant::now() + Duration::from_secs(5);
+            }
+        }
+    });
+
+    if let Some(docker) = enforcer.docker_client() {
+        let (e, c) = (enforcer.clone(), cancel.clone());
+        let interval = config.swap_check_interval;
+        tracker.spawn(async move {
+            let mut tick = tokio::time::interval(interval);
+            loop {
+                tokio::select! {
+                    _ = c.cancelled() => return,
+                    _ = tick.tick() => e.on_swap_tick(Instant::now()).await,
+                }
+            }
+        });
+        let (e, c) = (enforcer.clone(), cancel.clone());
+        tracker.spawn(async move { watch_docker_events(docker, e, c).await });
+    }
+    tracing::info!(%addr, path = config.path.name(), dry_run = config.dry_run, "agent listening");
+    Ok(RunningAgent {
+        addr,
+        cancel,
+        tracker,
+    })
+}
+
+async fn watch_docker_events(
+    docker: docker::DockerClient,
+    enforcer: Arc<Enforcer>,
+    cancel: CancellationToken,
+) {
+    let mut since: Option<i64> = None;
+    let mut attempt = 0u32;
+    loop {
+        let stream = docker.events(since);
+        futures_util::pin_mut!(stream);
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                item = stream.next() => match item {
+                    Some(Ok(ev)) => {
+                        attempt = 0;
+                        since = Some((ev.time_ms / 1000) as i64);
+                        enforcer.on_docker_event(ev).await;
+                    }
+                    Some(Err(e)) => {
+                        tracing::warn!(error = %e, "Docker event stream broke; reconnecting");
+                        break;
+                    }
+                    None => break,
+                },
+            }
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(docker::reconnect_delay(attempt)) => {}
+        }
+        attempt = attempt.saturating_add(1);
+    }
+}

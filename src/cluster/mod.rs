@@ -4,15 +4,15 @@
 //! reports; the simulator builds one from its own state. Entities refer to each other by
 //! dense indices so that a view of 200,000 containers is a few flat vectors.
 
+pub mod builder;
 pub mod ids;
 
-use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-pub use ids::{ApplicationAttemptId, ApplicationId, ContainerId, IdError, NodeId};
+pub use ids::{ApplicationAttemptId, ApplicationId, ContainerId, IdError, IdHasher, IdMap, NodeId};
 
 use crate::resources::{Limits, Resource};
 
@@ -312,7 +312,10 @@ pub struct ClusterView {
     /// Sum of the nodes' physical capacity.
     pub capacity: Resource,
     #[serde(skip)]
-    container_index: HashMap<ContainerId, ContainerIdx>,
+    container_index: IdMap<ContainerId, ContainerIdx>,
+    /// Live containers below their allocation (suspended or shrunk), in index order.
+    #[serde(skip)]
+    below_allocation: Vec<ContainerIdx>,
 }
 
 impl ClusterView {
@@ -344,7 +347,7 @@ impl ClusterView {
                 queues[p.get()].children.push(QueueIdx(i as u32));
             }
         }
-        let mut seen_apps = HashMap::with_capacity(apps.len());
+        let mut seen_apps = IdMap::with_capacity_and_hasher(apps.len(), Default::default());
         for (i, a) in apps.iter_mut().enumerate() {
             if a.queue.get() >= queues.len() {
                 return Err(ViewError::BadAppQueue {
@@ -366,7 +369,9 @@ impl ClusterView {
             n.containers.clear();
             n.used = Resource::ZERO;
         }
-        let mut container_index = HashMap::with_capacity(containers.len());
+        let mut container_index =
+            IdMap::with_capacity_and_hasher(containers.len(), Default::default());
+        let mut below_allocation = Vec::new();
         for (i, c) in containers.iter().enumerate() {
             let idx = ContainerIdx(i as u32);
             if c.app.get() >= apps.len() {
@@ -392,6 +397,9 @@ impl ClusterView {
             apps[c.app.get()].containers.push(idx);
             nodes[c.node.get()].containers.push(idx);
             if c.is_live() {
+                if c.state != ContainerState::Running {
+                    below_allocation.push(idx);
+                }
                 nodes[c.node.get()].used += c.allocated;
                 let q = apps[c.app.get()].queue;
                 queues[q.get()].used += c.allocated;
@@ -413,6 +421,7 @@ impl ClusterView {
             containers,
             capacity,
             container_index,
+            below_allocation,
         })
     }
 
@@ -430,6 +439,12 @@ impl ClusterView {
 
     pub fn container(&self, i: ContainerIdx) -> &Container {
         &self.containers[i.get()]
+    }
+
+    /// Live containers that are suspended or shrunk, so that policies need not scan
+    /// every container to find them.
+    pub fn below_allocation(&self) -> &[ContainerIdx] {
+        &self.below_allocation
     }
 
     pub fn container_by_id(&self, id: &ContainerId) -> Option<ContainerIdx> {

@@ -89,22 +89,20 @@ impl Progress<'_, '_> {
     /// `Stopped` once a signal asked the kernel to stop: every unit boundary is a
     /// cancellation point.
     pub fn advance(&self, units: u64) -> Result<(), KernelError> {
-        let done = self
-            .done
-            .fetch_add(units, Ordering::Relaxed)
-            .saturating_add(units);
-        if let Some(pct) = (done.min(self.total) as u128 * 100).checked_div(self.total as u128) {
-            let pct = pct as u64;
+        if self.total > 0 {
+            // Count and print under one lock: a worker that counted first must also
+            // print first, or readers would see a percentage skipped.
+            let mut out = self.ctx.out.lock().unwrap_or_else(|e| e.into_inner());
+            let done = self
+                .done
+                .fetch_add(units, Ordering::Relaxed)
+                .saturating_add(units);
+            let pct = (done.min(self.total) as u128 * 100 / self.total as u128) as u64;
             let printed = self.printed.load(Ordering::Relaxed);
             if printed == NOT_PRINTED || pct > printed {
-                // The lock orders lines from concurrent workers; recheck under it.
-                let mut out = self.ctx.out.lock().unwrap_or_else(|e| e.into_inner());
-                let printed = self.printed.load(Ordering::Relaxed);
-                if printed == NOT_PRINTED || pct > printed {
-                    self.printed.store(pct, Ordering::Relaxed);
-                    let _ = writeln!(out, "progress {pct}%");
-                    let _ = out.flush();
-                }
+                self.printed.store(pct, Ordering::Relaxed);
+                let _ = writeln!(out, "progress {pct}%");
+                let _ = out.flush();
             }
         }
         self.ctx.check_stop()

@@ -1,0 +1,412 @@
+//! A typed client for the agent's API, used by the controller and the tests.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+use reqwest::StatusCode;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::api::{
+    Action, ActionRequest, ActionResult, AgentEvent, ContainerStatus, ErrorBody, Health,
+    LeaseRequest, LeaseStatus,
+};
+use crate::resources::{Limits, Resource};
+
+/// The agent's events, as [`AgentClient::events`] yields them.
+pub type EventStream = BoxStream<'static, Result<AgentEvent, ClientError>>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("agent at {url} answered {status}: {error}: {reason}")]
+    Api {
+        url: String,
+        status: StatusCode,
+        error: String,
+        reason: String,
+    },
+    #[error("cannot reach the agent at {url}: {error}")]
+    Transport { url: String, error: reqwest::Error },
+    #[error("unexpected answer from the agent at {url}: {reason}")]
+    Decode { url: String, reason: String },
+    #[error("invalid agent address {0:?}: expected http://host:port")]
+    BadAddress(String),
+}
+
+impl ClientError {
+    /// The HTTP status of an API error.
+    pub fn status(&self) -> Option<StatusCode> {
+        match self {
+            ClientError::Api { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// The stable error code (`unknown_container`, `lease`, ...) of an API error.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            ClientError::Api { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct AgentClient {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for AgentClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentClient")
+            .field("base", &self.base)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentClient {
+    /// `base` is the agent's URL (`http://nm-host:8049`); `timeout` bounds every call except
+    /// the event stream. Actions that reclaim a lot of memory take seconds.
+    pub fn new(base: &str, token: &str, timeout: Duration) -> Result<AgentClient, ClientError> {
+        let base = base.trim_end_matches('/').to_string();
+        if !base.starts_with("http://") || base.len() <= "http://".len() {
+            return Err(ClientError::BadAddress(base));
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(timeout)
+            .build()
+            .map_err(|error| ClientError::Transport {
+                url: base.clone(),
+                error,
+            })?;
+        Ok(AgentClient {
+            http,
+            base,
+            token: token.trim().to_string(),
+            timeout,
+        })
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Sends with the token (and the call timeout unless `streaming`); a non-2xx answer
+    /// becomes [`ClientError::Api`] with the agent's code and reason.
+    async fn exchange(
+        &self,
+        req: reqwest::RequestBuilder,
+        url: &str,
+        streaming: bool,
+    ) -> Result<reqwest::Response, ClientError> {
+        let transport = |error| ClientError::Transport {
+            url: url.to_string(),
+            error,
+        };
+        let mut req = req.bearer_auth(&self.token);
+        if !streaming {
+            req = req.timeout(self.timeout);
+        }
+        let resp = req.send().await.map_err(transport)?;
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(resp);
+        }
+        let bytes = resp.bytes().await.map_err(transport)?;
+        let (error, reason) = match serde_json::from_slice::<ErrorBody>(&bytes) {
+            Ok(b) => (b.error, b.reason),
+            Err(_) => (
+                "http".into(),
+                String::from_utf8_lossy(&bytes).chars().take(500).collect(),
+            ),
+        };
+        Err(ClientError::Api {
+            url: url.to_string(),
+            status,
+            error,
+            reason,
+        })
+    }
+
+    async fn send<T: DeserializeOwned>(
+        &self,
+        req: reqwest::RequestBuilder,
+        url: String,
+    ) -> Result<T, ClientError> {
+        let bytes = self
+            .exchange(req, &url, false)
+            .await?
+            .bytes()
+            .await
+            .map_err(|error| ClientError::Transport {
+                url: url.clone(),
+                error,
+            })?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode {
+            url,
+            reason: e.to_string(),
+        })
+    }
+
+    async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+        let url = self.url(path);
+        self.send(self.http.get(&url), url).await
+    }
+
+    async fn post<B: Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T, ClientError> {
+        let url = self.url(path);
+        self.send(self.http.post(&url).json(body), url).await
+    }
+
+    pub async fn act(&self, req: &ActionRequest) -> Result<ActionResult, ClientError> {
+        self.post("/v1/actions", req).await
+    }
+
+    async fn act_on(&self, container: &str, action: Action) -> Result<ActionResult, ClientError> {
+        self.act(&ActionRequest {
+            container: container.to_string(),
+            action,
+        })
+        .await
+    }
+
+    pub async fn suspend(
+        &self,
+        container: &str,
+        allocated: Resource,
+        target: Limits,
+    ) -> Result<ActionResult, ClientError> {
+        self.act_on(container, Action::Suspend { allocated, target })
+            .await
+    }
+
+    pub async fn shrink(
+        &self,
+        container: &str,
+        allocated: Resource,
+        target: Limits,
+    ) -> Result<ActionResult, ClientError> {
+        self.act_on(container, Action::Shrink { allocated, target })
+            .await
+    }
+
+    pub async fn resume(&self, container: &str) -> Result<ActionResult, ClientError> {
+        self.act_on(container, Action::Resume).await
+    }
+
+    pub async fn kill(&self, container: &str) -> Result<ActionResult, ClientError> {
+        self.act_on(container, Action::Kill).await
+    }
+
+    pub async fn containers(&self) -> Result<Vec<ContainerStatus>, ClientError> {
+        self.get("/v1/containers").await
+    }
+
+    pub async fn container(&self, container: &str) -> Result<ContainerStatus, ClientError> {
+        if container.is_empty()
+            || !container
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+        {
+            return Err(ClientError::Api {
+                url: self.url("/v1/containers/"),
+                status: StatusCode::BAD_REQUEST,
+                error: "bad_request".into(),
+                reason: format!("{container:?} is not a container id"),
+            });
+        }
+        self.get(&format!("/v1/containers/{container}")).await
+    }
+
+    pub async fn renew_lease(
+        &self,
+        controller: &str,
+        timeout: Option<Duration>,
+    ) -> Result<LeaseStatus, ClientError> {
+        self.post(
+            "/v1/lease",
+            &LeaseRequest {
+                controller: controller.to_string(),
+                timeout_ms: timeout.map(|t| t.as_millis() as u64),
+            },
+        )
+        .await
+    }
+
+    pub async fn lease(&self) -> Result<LeaseStatus, ClientError> {
+        self.get("/v1/lease").await
+    }
+
+    pub async fn health(&self) -> Result<Health, ClientError> {
+        self.get("/healthz").await
+    }
+
+    pub async fn metrics(&self) -> Result<String, ClientError> {
+        let url = self.url("/metrics");
+        self.exchange(self.http.get(&url), &url, false)
+            .await?
+            .text()
+            .await
+            .map_err(|error| ClientError::Transport { url, error })
+    }
+
+    /// Subscribes to `/v1/events`. The stream ends when the agent closes it; a transport
+    /// error is yielded once and ends it.
+    pub async fn events(&self) -> Result<EventStream, ClientError> {
+        let url = self.url("/v1/events");
+        let req = self
+            .http
+            .get(&url)
+            .header(reqwest::header::ACCEPT, "text/event-stream");
+        let resp = self.exchange(req, &url, true).await?;
+        let bytes = resp.bytes_stream();
+        let state = (
+            bytes,
+            SseParser::default(),
+            std::collections::VecDeque::new(),
+            url,
+            false,
+        );
+        Ok(futures_util::stream::unfold(
+            state,
+            |(mut bytes, mut parser, mut queue, url, done)| async move {
+                loop {
+                    if let Some(item) = queue.pop_front() {
+                        return Some((item, (bytes, parser, queue, url, done)));
+                    }
+                    if done {
+                        return None;
+                    }
+                    match bytes.next().await {
+                        Some(Ok(chunk)) => {
+                            for frame in parser.push(&chunk) {
+                                let item =
+                                    serde_json::from_str::<AgentEvent>(&frame.data).map_err(|e| {
+                                        ClientError::Decode {
+                                            url: url.clone(),
+                                            reason: format!("event {:?}: {e}", frame.event),
+                                        }
+                                    });
+                                queue.push_back(item);
+                            }
+                        }
+                        Some(Err(error)) => {
+                            let err = ClientError::Transport {
+                                url: url.clone(),
+                                error,
+                            };
+                            return Some((Err(err), (bytes, parser, queue, url, true)));
+                        }
+                        None => return None,
+                    }
+                }
+            },
+        )
+        .boxed())
+    }
+}
+
+/// One server-sent event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SseFrame {
+    pub event: String,
+    pub data: String,
+}
+
+/// Incremental `text/event-stream` parser: feed it bytes as they arrive.
+#[derive(Debug, Default)]
+pub struct SseParser {
+    buf: Vec<u8>,
+    event: String,
+    data: Vec<String>,
+}
+
+impl SseParser {
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<SseFrame> {
+        self.buf.extend_from_slice(chunk);
+        let mut out = Vec::new();
+        while let Some(nl) = self.buf.iter().position(|b| *b == b'\n') {
+            let mut line: Vec<u8> = self.buf.drain(..=nl).collect();
+            line.pop();
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            let line = String::from_utf8_lossy(&line);
+            if line.is_empty() {
+                if !self.data.is_empty() {
+                    out.push(SseFrame {
+                        event: std::mem::take(&mut self.event),
+                        data: self.data.join("\n"),
+                    });
+                    self.data.clear();
+                }
+                self.event.clear();
+                continue;
+            }
+            if line.starts_with(':') {
+                continue;
+            }
+            let (field, value) = line.split_once(':').unwrap_or((&line, ""));
+            let value = value.strip_prefix(' ').unwrap_or(value);
+            match field {
+                "event" => self.event = value.to_string(),
+                "data" => self.data.push(value.to_string()),
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sse_frames_split_anywhere() {
+        let text = b": keep-alive\n\nevent: lagged\ndata: {\"type\":\"lagged\",\ndata: \"missed\":3}\n\nevent: x\r\ndata: 1\r\n\r\n";
+        for split in 0..text.len() {
+            let mut p = SseParser::default();
+            let mut frames = p.push(&text[..split]);
+            frames.extend(p.push(&text[split..]));
+            assert_eq!(
+                frames,
+                vec![
+                    SseFrame {
+                        event: "lagged".into(),
+                        data: "{\"type\":\"lagged\",\n\"missed\":3}".into()
+                    },
+                    SseFrame {
+                        event: "x".into(),
+                        data: "1".into()
+                    }
+                ],
+                "split at {split}"
+            );
+        }
+        let frame = &SseParser::default().push(b"data: {\"type\":\"lagged\",\"missed\":3}\n\n")[0];
+        assert_eq!(
+            serde_json::from_str::<AgentEvent>(&frame.data).unwrap(),
+            AgentEvent::Lagged { missed: 3 }
+        );
+    }
+
+    #[test]
+    fn addresses_are_checked() {
+        assert!(AgentClient::new("nm1:8049", "t", Duration::from_secs(1)).is_err());
+        assert!(AgentClient::new("http://nm1:8049/", "t", Duration::from_secs(1)).is_ok());
+    }
+}

@@ -1,0 +1,1385 @@
+//! One decision tick. The ledger (what every queue and node holds) starts from the
+//! view's usage totals less what its suspended and shrunk containers gave up; then, in
+//! order: containers whose policy is `none` get their allocation back; share-based
+//! policies (kill, immediate, graceful, adaptive) resume and reclaim by queue
+//! accounting; LAS runs the node algorithm where a node needs it; Dice samples its
+//! window and acts when one closes; last, node capacities and partitions are brought in
+//! line with what was reclaimed.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+use std::rc::Rc;
+
+use rand_pcg::Pcg64;
+
+use super::amount::Amount;
+use super::capacity::{self, Accounting, QueueAccount, QueueLoad};
+use super::dice::{self, DiceNodeFacts, DiceReport, DiceWindow};
+use super::las::{self, LasCause, LasGate, LasTask};
+use super::ledger::{Ledger, Room};
+use super::plan::{Action, ActionKind, Before, PendingKill, Plan};
+use super::select::{app_policy, is_share_based};
+use super::state::{DiceState, Memos, PolicyState};
+use super::victims::{
+    describe_remaining, job_containers, jobs_by_remaining_time, newest_key, smallest_first,
+};
+use crate::cluster::{
+    AppIdx, ClusterView, Container, ContainerIdx, ContainerState, JobClass, Millis, NodeId,
+    Partition, PolicyKind,
+};
+use crate::config::settings::PolicySettings;
+use crate::resources::{Limits, Resource};
+
+pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> Plan {
+    let PolicyState {
+        settings,
+        rng,
+        memos,
+        dice: dice_state,
+        las_checks,
+    } = state;
+    let memos = Memos::new(view, memos);
+    let mut t = Tick::new(
+        view,
+        settings,
+        now,
+        memos,
+        dice_state.last_sample_ms,
+        las_checks,
+    );
+    t.release_unmanaged();
+    let (loads, acc) = t.share_based();
+    if t.las_active {
+        t.las();
+    }
+    let report = if t.dice_active {
+        t.dice(dice_state, rng)
+    } else {
+        None
+    };
+    t.partitions(dice_state);
+    t.node_capacities();
+    t.finish(&loads, &acc, report)
+}
+
+/// Per node: what its waiting (suspended or shrunk) LAS containers hold, the least
+/// any of them needs, and whether one asks for a look now (quantum expiry).
+struct LasScan {
+    waiting_held: Vec<Amount>,
+    waiting: Vec<u32>,
+    smallest: Vec<Amount>,
+    due: Vec<bool>,
+}
+
+/// Dice's samples since the last tick.
+struct DiceScan {
+    waits: Vec<u64>,
+    short_vcores: u64,
+    all_vcores: u64,
+}
+
+/// A set of this view's containers as a bitmap: containers already given an action
+/// this tick (one action per container per plan), or marked for killing.
+struct Acted(Vec<u64>);
+
+impl Acted {
+    fn new(containers: usize) -> Self {
+        Acted(vec![0; containers.div_ceil(64)])
+    }
+
+    fn insert(&mut self, c: ContainerIdx) {
+        if let Some(w) = self.0.get_mut(c.get() / 64) {
+            *w |= 1 << (c.get() % 64);
+        }
+    }
+
+    fn remove(&mut self, c: ContainerIdx) {
+        if let Some(w) = self.0.get_mut(c.get() / 64) {
+            *w &= !(1 << (c.get() % 64));
+        }
+    }
+
+    fn contains(&self, c: ContainerIdx) -> bool {
+        self.0
+            .get(c.get() / 64)
+            .is_some_and(|w| w & (1 << (c.get() % 64)) != 0)
+    }
+}
+
+/// What one queue's victim selection has taken so far, and for whom.
+struct Selection {
+    target: Amount,
+    to: Option<usize>,
+    taken: Amount,
+    picks: Vec<Pick>,
+}
+
+impl Selection {
+    fn met(&self) -> bool {
+        self.target.fits_in(&self.taken)
+    }
+}
+
+/// A container chosen in [`Tick::reclaim_queue`], already taken in the ledger.
+struct Pick {
+    ci: ContainerIdx,
+    room: Room,
+    amount: Amount,
+    what: Reclaim,
+    policy: PolicyKind,
+    reason: Rc<String>,
+}
+
+enum Reclaim {
+    Mark,
+    Suspend(Amount),
+    Shrink(Amount),
+}
+
+struct Tick<'a> {
+    view: &'a ClusterView,
+    s: &'a PolicySettings,
+    now: Millis,
+    total: Amount,
+    /// Per application.
+    policy: Vec<PolicyKind>,
+    memos: Memos<'a>,
+    ledger: Ledger,
+    /// Live containers not at their allocation.
+    waiting: Vec<ContainerIdx>,
+    /// Live containers marked for killing, as a list and as a set.
+    marked: Vec<ContainerIdx>,
+    marked_set: Acted,
+    acted: Acted,
+    las_checks: &'a mut HashMap<NodeId, Millis>,
+    las_active: bool,
+    dice_active: bool,
+    las: Option<LasScan>,
+    dice: Option<DiceScan>,
+    partition_changes: Vec<(usize, Partition)>,
+    actions: Vec<Action>,
+    pending_kills: Vec<PendingKill>,
+    notes: Vec<String>,
+}
+
+fn held_of(c: &Container) -> Amount {
+    let alloc = Amount::from(c.allocated);
+    match c.state {
+        ContainerState::Running => alloc,
+        _ => Amount::from(c.current).component_min(alloc),
+    }
+}
+
+/// Waiting times of short containers started since the last sample (request to
+/// start), and running vcores of short and of all containers.
+fn dice_samples(
+    view: &ClusterView,
+    waiting: &[ContainerIdx],
+    now: Millis,
+    since: Option<Millis>,
+) -> DiceScan {
+    let mut scan = DiceScan {
+        waits: Vec::new(),
+        short_vcores: 0,
+        all_vcores: 0,
+    };
+    let running = |c: &Container| c.is_live() && c.state == ContainerState::Running;
+    for app in view.apps.iter().filter(|a| a.class == JobClass::Short) {
+        for c in app.containers.iter().map(|&ci| view.container(ci)) {
+            if running(c) {
+                scan.short_vcores += c.allocated.vcores as u64;
+            }
+            if let Some(after) = since
+                && c.started_ms > after
+                && c.started_ms <= now
+            {
+                let asked = c.requested_ms.unwrap_or(app.submitted_ms);
+                scan.waits.push(c.started_ms.saturating_sub(asked));
+            }
+        }
+    }
+    let used: u64 = view.nodes.iter().map(|n| n.used.vcores as u64).sum();
+    let below: u64 = waiting
+        .iter()
+        .map(|&ci| view.container(ci).allocated.vcores as u64)
+        .sum();
+    scan.all_vcores = used.saturating_sub(below);
+    scan
+}
+
+fn secs(ms: u64) -> String {
+    format!("{:.0} s", ms as f64 / 1000.0)
+}
+
+impl<'a> Tick<'a> {
+    /// Works from the view's aggregates (queue and node usage) and its index of
+    /// containers below their allocation, so that a tick costs O(nodes + queues +
+    /// applications + suspended containers), not O(containers).
+    fn new(
+        view: &'a ClusterView,
+        s: &'a PolicySettings,
+        now: Millis,
+        memos: Memos<'a>,
+        dice_sampled_until: Option<Millis>,
+        las_checks: &'a mut HashMap<NodeId, Millis>,
+    ) -> Self {
+        let total = Amount::from(view.capacity);
+        let policy: Vec<PolicyKind> = view.apps.iter().map(|a| app_policy(view, a, s)).collect();
+        let on = s.kind != PolicyKind::None;
+        let any = |p: PolicyKind| {
+            on && (s.kind == p
+                || policy.contains(&p)
+                || view.queues.iter().any(|q| q.policy == Some(p)))
+        };
+        let (las_active, dice_active) = (any(PolicyKind::Las), any(PolicyKind::Dice));
+        let nn = view.nodes.len();
+        let budget = total.scale(capacity::finite_or(s.total_preemption_per_round, 0.0));
+        let mut ledger = Ledger::new(view, budget);
+        let waiting = view.below_allocation().to_vec();
+        let mut las = las_active.then(|| LasScan {
+            waiting_held: vec![Amount::ZERO; nn],
+            waiting: vec![0; nn],
+            smallest: vec![Amount::new(u64::MAX, u64::MAX); nn],
+            due: vec![false; nn],
+        });
+        for &ci in &waiting {
+            let c = view.container(ci);
+            let (n, a) = (c.node.get(), c.app.get());
+            let held = held_of(c);
+            let reclaimed = Amount::from(c.allocated) - held;
+            ledger.node_held[n] -= reclaimed;
+            ledger.take_from_queue(view.apps[a].queue.get(), reclaimed);
+            match (policy[a] == PolicyKind::Las, las.as_mut()) {
+                (true, Some(l)) => {
+                    l.waiting[n] += 1;
+                    l.waiting_held[n] += held;
+                    l.smallest[n] = l.smallest[n].component_min(reclaimed);
+                }
+                _ => ledger.node_reclaimed[n] += reclaimed,
+            }
+        }
+        if let Some(l) = las.as_mut() {
+            for (n, node) in view.nodes.iter().enumerate() {
+                if l.waiting[n] > 0 {
+                    l.due[n] = las_checks.get(&node.id).is_none_or(|&t| t <= now);
+                }
+            }
+        }
+        // A marked container still runs, but its queue no longer counts on it.
+        let marked = memos.marked();
+        let mut marked_set = Acted::new(view.containers.len());
+        for &ci in &marked {
+            let c = view.container(ci);
+            ledger.take_from_queue(view.app(c.app).queue.get(), held_of(c));
+            ledger.marked += held_of(c);
+            marked_set.insert(ci);
+        }
+        let dice = dice_active.then(|| dice_samples(view, &waiting, now, dice_sampled_until));
+        Tick {
+            view,
+            s,
+            now,
+            total,
+            policy,
+            memos,
+            ledger,
+            waiting,
+            marked,
+            marked_set,
+            acted: Acted::new(view.containers.len()),
+            las_checks,
+            las_active,
+            dice_active,
+            las,
+            dice,
+            partition_changes: Vec::new(),
+            actions: Vec::new(),
+            pending_kills: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    fn floor(&self, c: &Container) -> Amount {
+        Amount::from(
+            self.s
+                .suspend
+                .footprint
+                .component_min(Limits::from(c.allocated)),
+        )
+    }
+
+    fn queue_of(&self, c: &Container) -> usize {
+        self.view.app(c.app).queue.get()
+    }
+
+    fn push(
+        &mut self,
+        ci: ContainerIdx,
+        kind: ActionKind,
+        policy: PolicyKind,
+        reason: String,
+        for_queue: Option<String>,
+    ) {
+        let view = self.view;
+        let c = view.container(ci);
+        self.acted.insert(ci);
+        self.actions.push(Action {
+            kind,
+            policy,
+            reason,
+            application: Some(view.app(c.app).id),
+            queue: Some(view.queue_of(c).path.clone()),
+            node: Some(view.node(c.node).id.clone()),
+            for_queue,
+            before: Before::Limits(c.current),
+        });
+    }
+
+    /// Give a container its whole allocation back.
+    fn resume_fully(&mut self, ci: ContainerIdx, policy: PolicyKind, room: Room, reason: String) {
+        let c = self.view.container(ci);
+        let owed = Amount::from(c.allocated) - held_of(c);
+        self.resume_by(ci, policy, room, owed, reason);
+    }
+
+    /// Give a container `inc` more (a graceful step), or everything it is owed.
+    fn resume_by(
+        &mut self,
+        ci: ContainerIdx,
+        policy: PolicyKind,
+        room: Room,
+        inc: Amount,
+        reason: String,
+    ) {
+        let c = self.view.container(ci);
+        let owed = Amount::from(c.allocated) - held_of(c);
+        let inc = inc.component_min(owed);
+        self.ledger.give(self.queue_of(c), room, inc);
+        let to = if inc == owed {
+            self.memos.get_mut(ci, c.id).resumed();
+            Limits::from(c.allocated)
+        } else {
+            (held_of(c) + inc).to_limits()
+        };
+        let kind = ActionKind::Resume {
+            container: c.id,
+            to,
+        };
+        self.push(ci, kind, policy, reason, None);
+    }
+
+    /// Suspend to the footprint, taking through the ledger; what was taken, or None if
+    /// the ledger refuses.
+    fn suspend(
+        &mut self,
+        ci: ContainerIdx,
+        policy: PolicyKind,
+        room: Room,
+        reason: impl FnOnce() -> String,
+    ) -> Option<Amount> {
+        let c = self.view.container(ci);
+        let floor = self.floor(c);
+        let amount = held_of(c) - floor;
+        if !self.ledger.take(self.queue_of(c), room, amount, None) {
+            return None;
+        }
+        let m = self.memos.get_mut(ci, c.id);
+        m.suspended(self.now);
+        let footprint = floor.to_limits();
+        self.push(
+            ci,
+            ActionKind::Suspend {
+                container: c.id,
+                footprint,
+            },
+            policy,
+            reason(),
+            None,
+        );
+        Some(amount)
+    }
+
+    /// Containers under `none` (or every container, when the cluster policy is `none`)
+    /// get everything back at once; kill marks under anything but `kill` are dropped.
+    fn release_unmanaged(&mut self) {
+        let view = self.view;
+        for ci in self.waiting.clone() {
+            let c = view.container(ci);
+            if self.policy[c.app.get()] == PolicyKind::None {
+                let reason = if self.s.kind == PolicyKind::None {
+                    "policy is none: Preemptor is off and gives every container its allocation back"
+                        .to_string()
+                } else {
+                    format!(
+                        "queue {} has policy none: its containers get their allocation back",
+                        view.queue_of(c).path
+                    )
+                };
+                self.resume_fully(ci, PolicyKind::None, Room::Advertised(c.node.get()), reason);
+            }
+        }
+        let marked = std::mem::take(&mut self.marked);
+        for ci in marked {
+            let c = view.container(ci);
+            if self.policy[c.app.get()] == PolicyKind::Kill {
+                self.marked.push(ci);
+            } else {
+                self.ledger
+                    .give(self.queue_of(c), Room::QueueOnly, held_of(c));
+                self.memos.get_mut(ci, c.id).kill_marked_at = None;
+            }
+        }
+    }
+
+    fn queue_loads(&self) -> Vec<QueueLoad> {
+        let s = self.s;
+        self.view
+            .queues
+            .iter()
+            .enumerate()
+            .map(|(i, q)| QueueLoad {
+                parent: q.parent.map(|p| p.get()),
+                guaranteed: q.guaranteed.into(),
+                maximum: q.maximum.into(),
+                used: q.used.into(),
+                held: self.ledger.held[i],
+                pending: q.pending.into(),
+                preemption_disabled: q.preemption_disabled,
+                reclaimable: s.kind != PolicyKind::None
+                    && is_share_based(q.policy.unwrap_or(s.kind)),
+            })
+            .collect()
+    }
+
+    /// Capacity accounting for every policy's report; kill, immediate, graceful and
+    /// adaptive act on it.
+    fn share_based(&mut self) -> (Vec<QueueLoad>, Accounting) {
+        let loads = self.queue_loads();
+        let acc = capacity::account(&loads, self.total, self.ledger.free_room(), self.s);
+        if self.s.kind == PolicyKind::None {
+            return (loads, acc);
+        }
+        self.resume_share_based(&acc);
+        self.expire_kill_marks();
+        self.freeze_swapping();
+        for q in 0..loads.len() {
+            if acc.to_reclaim[q].any_positive() {
+                self.reclaim_queue(q, &acc);
+            }
+        }
+        (loads, acc)
+    }
+
+    /// Resumption when demand falls: under-served queues get back what they are owed,
+    /// kill marks first, then suspended containers oldest suspension first (newest
+    /// suspended last), each only after its D-th pick, never into room that starved
+    /// demand or a node's running containers need.
+    fn resume_share_based(&mut self, acc: &Accounting) {
+        let view = self.view;
+        let s = self.s;
+        // Only room that is free now; room marked kills will free is the starved's.
+        let mut spare = (0..view.nodes.len())
+            .fold(Amount::ZERO, |a, n| a + self.ledger.node_room(n))
+            - Amount::sum(acc.starved.iter().copied());
+        let mut room: Vec<Amount> = (0..view.queues.len())
+            .map(|q| acc.ideal[q] - self.ledger.held[q])
+            .collect();
+        // Only queues under their ideal share get anything back.
+        let owed =
+            |ci: ContainerIdx| room[view.app(view.container(ci).app).queue.get()].any_positive();
+        let mut marks: Vec<ContainerIdx> =
+            self.marked.iter().copied().filter(|&ci| owed(ci)).collect();
+        marks.sort_by_key(|&ci| {
+            let m = self.memos.get(ci);
+            (
+                std::cmp::Reverse(m.kill_marked_at),
+                std::cmp::Reverse(view.container(ci).id),
+            )
+        });
+        let mut waiting: Vec<ContainerIdx> = self
+            .waiting
+            .iter()
+            .copied()
+            .filter(|&ci| {
+                let c = view.container(ci);
+                is_share_based(self.policy[c.app.get()]) && !self.acted.contains(ci) && owed(ci)
+            })
+            .collect();
+        if marks.is_empty() && waiting.is_empty() {
+            return;
+        }
+        waiting.sort_by_key(|&ci| {
+            (
+                self.memos.get(ci).suspended_at.unwrap_or(0),
+                view.container(ci).id,
+            )
+        });
+        let mut unmarked = HashSet::new();
+        for ci in marks {
+            let c = view.container(ci);
+            let (q, held) = (self.queue_of(c), held_of(c));
+            if held.fits_in(&room[q]) {
+                room[q] -= held;
+                self.ledger.give(q, Room::QueueOnly, held);
+                self.memos.get_mut(ci, c.id).kill_marked_at = None;
+                unmarked.insert(ci);
+            }
+        }
+        if !unmarked.is_empty() {
+            self.marked.retain(|m| !unmarked.contains(m));
+        }
+        let d = s.suspend.resume_delay.max(1);
+        let interval = s.monitoring_interval_ms.max(1);
+        let step = Amount::from(s.graceful.step);
+        // Room picked containers will need on their node (resumed or not yet).
+        let mut reserved: HashMap<usize, Amount> = HashMap::new();
+        for ci in waiting {
+            let c = view.container(ci);
+            let (q, n) = (self.queue_of(c), c.node.get());
+            let policy = self.policy[c.app.get()];
+            let owed = Amount::from(c.allocated) - held_of(c);
+            let inc = if policy == PolicyKind::Graceful {
+                owed.component_min(step)
+            } else {
+                owed
+            };
+            let node_free =
+                self.ledger.node_room(n) - reserved.get(&n).copied().unwrap_or_default();
+            if !(inc.fits_in(&room[q]) && inc.fits_in(&spare) && inc.fits_in(&node_free)) {
+                continue;
+            }
+            room[q] -= inc;
+            spare -= inc;
+            // One pick, and one graceful step, per monitoring interval however often
+            // `decide` runs.
+            let now = self.now;
+            let m = self.memos.get_mut(ci, c.id);
+            let counted = m
+                .last_pick_at
+                .is_none_or(|at| now >= at.saturating_add(interval));
+            if counted {
+                m.resume_picks = m.resume_picks.saturating_add(1);
+                m.last_pick_at = Some(now);
+            }
+            let picks = m.resume_picks;
+            if !counted || picks < d {
+                *reserved.entry(n).or_default() += inc;
+                continue;
+            }
+            let queue = &view.queue_of(c).path;
+            let reason = format!(
+                "queue {queue} is {} below its ideal share; picked for resumption {picks} times (delayed resumption D = {d})",
+                acc.ideal[q] - self.ledger.held[q]
+            );
+            let reason = if inc == owed {
+                reason
+            } else {
+                format!("{reason}; one graceful step back")
+            };
+            self.resume_by(ci, policy, Room::Advertised(n), inc, reason);
+        }
+    }
+
+    /// Marked containers whose wait is over are killed; the rest are reported.
+    fn expire_kill_marks(&mut self) {
+        let wait = self.s.kill.max_wait_before_kill_ms;
+        for ci in self.marked.clone() {
+            let Some(at) = self.memos.get(ci).kill_marked_at else {
+                continue;
+            };
+            if self.now >= at.saturating_add(wait) {
+                let reason = format!(
+                    "marked for preemption at {at} ms; the ApplicationMaster did not release it within max-wait-before-kill ({})",
+                    secs(wait)
+                );
+                self.kill(ci, reason, None);
+            } else {
+                self.pending_kill(ci, at, false, None);
+            }
+        }
+    }
+
+    fn kill(&mut self, ci: ContainerIdx, reason: String, for_queue: Option<String>) {
+        let c = self.view.container(ci);
+        let held = held_of(c);
+        self.ledger
+            .killed(c.node.get(), held, Amount::from(c.allocated) - held);
+        let kind = ActionKind::Kill { container: c.id };
+        self.push(ci, kind, PolicyKind::Kill, reason, for_queue);
+    }
+
+    fn pending_kill(&mut self, ci: ContainerIdx, at: Millis, new: bool, for_queue: Option<String>) {
+        let view = self.view;
+        let c = view.container(ci);
+        self.pending_kills.push(PendingKill {
+            container: c.id,
+            application: view.app(c.app).id,
+            queue: view.queue_of(c).path.clone(),
+            node: view.node(c.node).id.clone(),
+            marked_at_ms: at,
+            kill_at_ms: at.saturating_add(self.s.kill.max_wait_before_kill_ms),
+            new,
+            allocated: c.allocated,
+            for_queue,
+        });
+    }
+
+    /// Graceful: a shrunk container that started swapping is frozen at the footprint's
+    /// CPU at once and no more memory is taken from it (`reclaimable` skips it).
+    fn freeze_swapping(&mut self) {
+        let view = self.view;
+        for ci in self.waiting.clone() {
+            let c = view.container(ci);
+            // One on its way back (picked for resumption) is relieved, not frozen.
+            if self.policy[c.app.get()] != PolicyKind::Graceful
+                || c.state != ContainerState::Shrunk
+                || !c.swapping
+                || self.acted.contains(ci)
+                || self.memos.get(ci).resume_picks > 0
+            {
+                continue;
+            }
+            let floor = self.floor(c);
+            let held = held_of(c);
+            let to = Amount::new(held.memory_mb, floor.vcores_milli);
+            let amount = held - to;
+            if amount.is_zero()
+                || !self.ledger.take(
+                    self.queue_of(c),
+                    Room::Advertised(c.node.get()),
+                    amount,
+                    None,
+                )
+            {
+                continue;
+            }
+            // The CPU it frees must not resume it within the same interval.
+            let now = self.now;
+            let m = self.memos.get_mut(ci, c.id);
+            m.suspended_at.get_or_insert(now);
+            m.last_pick_at = Some(now);
+            let reason = "swapping (swap-in or major-fault rate above the threshold): frozen at the footprint CPU; no more memory is taken from it".to_string();
+            self.push(
+                ci,
+                ActionKind::Shrink {
+                    container: c.id,
+                    to: to.to_limits(),
+                },
+                PolicyKind::Graceful,
+                reason,
+                None,
+            );
+        }
+    }
+
+    /// Running or shrunk, above its footprint, not marked, not yet acted on.
+    fn reclaimable(&self, ci: ContainerIdx, c: &Container) -> bool {
+        matches!(c.state, ContainerState::Running | ContainerState::Shrunk)
+            && !self.acted.contains(ci)
+            && !held_of(c).fits_in(&self.floor(c))
+            && !self.marked_set.contains(ci)
+    }
+
+    /// BIG-C Algorithm 2 on one over-served queue: jobs by longest remaining time,
+    /// their containers newest first, AMs only once nothing else is left; each job is
+    /// reclaimed with its own mechanism. Picks that turn out unnecessary (the target
+    /// is met without them) are dropped again, latest first, so that the overshoot is
+    /// smaller than every pick and the next tick has nothing to give back.
+    fn reclaim_queue(&mut self, q: usize, acc: &Accounting) {
+        let view = self.view;
+        let target = acc.to_reclaim[q];
+        let starved = (0..acc.starved.len())
+            .filter(|&i| acc.starved[i].any_positive())
+            .max_by(|&a, &b| {
+                acc.starved[a]
+                    .dominant_share(&self.total)
+                    .total_cmp(&acc.starved[b].dominant_share(&self.total))
+                    .then(b.cmp(&a))
+            });
+        let for_queue = starved.map(|i| view.queues[i].path.clone());
+        let mut queue_reason = match starved {
+            Some(i) => format!(
+                "queue {} is {} short of its share",
+                view.queues[i].path, acc.starved[i]
+            ),
+            None => "starved demand".to_string(),
+        };
+        let _ = write!(
+            queue_reason,
+            "; {} is over its share by {}, reclaiming {} this round",
+            view.queues[q].path, acc.over[q], target
+        );
+        let jobs = jobs_by_remaining_time(
+            view,
+            crate::cluster::QueueIdx(q as u32),
+            self.now,
+            |ai, _| is_share_based(self.policy[ai.get()]),
+        );
+        let mut sel = Selection {
+            target,
+            to: starved,
+            taken: Amount::ZERO,
+            picks: Vec::new(),
+        };
+        let mut ams = Vec::new();
+        for (rank, (ai, remaining)) in jobs.into_iter().enumerate() {
+            if sel.met() {
+                break;
+            }
+            let (tasks, job_ams) = job_containers(view, ai, |ci, c| self.reclaimable(ci, c));
+            let reason = format!(
+                "{queue_reason}; job {} has the {} remaining time ({})",
+                view.app(ai).id,
+                if rank == 0 { "longest" } else { "next-longest" },
+                describe_remaining(remaining)
+            );
+            let reason = Rc::new(reason);
+            self.pick_from(ai, tasks, &reason, &mut sel);
+            ams.push((ai, job_ams, reason));
+        }
+        for (ai, job_ams, reason) in ams {
+            if sel.met() {
+                break;
+            }
+            let reason = Rc::new(format!("{reason}; only ApplicationMasters are left"));
+            self.pick_from(ai, job_ams, &reason, &mut sel);
+        }
+        let Selection {
+            mut taken,
+            mut picks,
+            ..
+        } = sel;
+        for i in (0..picks.len()).rev() {
+            let p = &picks[i];
+            if target.fits_in(&(taken - p.amount)) {
+                self.ledger.untake(q, p.room, p.amount);
+                self.acted.remove(p.ci);
+                taken -= p.amount;
+                picks.remove(i);
+            }
+        }
+        for p in picks {
+            self.carry_out(p, &for_queue);
+        }
+    }
+
+    /// Take from `containers` of one job through the ledger until the selection's
+    /// target is met: whole containers for kill and immediate, one graceful step per
+    /// container (those shrunk least so far first, so that steps go round-robin across
+    /// rounds).
+    fn pick_from(
+        &mut self,
+        ai: AppIdx,
+        containers: Vec<ContainerIdx>,
+        reason: &Rc<String>,
+        sel: &mut Selection,
+    ) {
+        let view = self.view;
+        let policy = self.policy[ai.get()];
+        let step = Amount::from(self.s.graceful.step);
+        let order = smallest_first(containers, |ci| {
+            let c = view.container(ci);
+            // Graceful goes round-robin: least shrunk so far first.
+            let shrunk = if policy == PolicyKind::Graceful {
+                let r = Amount::from(c.allocated) - held_of(c);
+                (r.memory_mb, r.vcores_milli)
+            } else {
+                (0, 0)
+            };
+            (shrunk, newest_key(c))
+        });
+        for ci in order {
+            if sel.met() {
+                return;
+            }
+            let c = view.container(ci);
+            let q = self.queue_of(c);
+            let node = c.node.get();
+            let held = held_of(c);
+            let (room, amount, what) = match policy {
+                PolicyKind::Kill => (Room::QueueOnly, held, Reclaim::Mark),
+                PolicyKind::Immediate => {
+                    let floor = self.floor(c);
+                    (
+                        Room::Advertised(node),
+                        held - floor,
+                        Reclaim::Suspend(floor),
+                    )
+                }
+                PolicyKind::Graceful if !c.swapping && self.may_step(ci) => {
+                    let to = (held - step).component_max(self.floor(c));
+                    (Room::Advertised(node), held - to, Reclaim::Shrink(to))
+                }
+                _ => continue,
+            };
+            if self.ledger.take(q, room, amount, sel.to) {
+                sel.taken += amount;
+                self.acted.insert(ci);
+                sel.picks.push(Pick {
+                    ci,
+                    room,
+                    amount,
+                    what,
+                    policy,
+                    reason: reason.clone(),
+                });
+            }
+        }
+    }
+
+    /// Graceful takes one step per container per round (monitoring interval).
+    fn may_step(&self, ci: ContainerIdx) -> bool {
+        let interval = self.s.monitoring_interval_ms.max(1);
+        self.memos
+            .get(ci)
+            .last_step_at
+            .is_none_or(|at| self.now >= at.saturating_add(interval))
+    }
+
+    fn carry_out(&mut self, p: Pick, for_queue: &Option<String>) {
+        let c = self.view.container(p.ci);
+        let reason = Rc::unwrap_or_clone(p.reason);
+        let now = self.now;
+        let m = self.memos.get_mut(p.ci, c.id);
+        match p.what {
+            Reclaim::Mark => {
+                m.kill_marked_at = Some(now);
+                if self.s.kill.max_wait_before_kill_ms == 0 {
+                    self.kill(p.ci, reason, for_queue.clone());
+                } else {
+                    self.pending_kill(p.ci, now, true, for_queue.clone());
+                }
+            }
+            Reclaim::Suspend(floor) => {
+                m.suspended(now);
+                let footprint = floor.to_limits();
+                self.push(
+                    p.ci,
+                    ActionKind::Suspend {
+                        container: c.id,
+                        footprint,
+                    },
+                    p.policy,
+                    reason,
+                    for_queue.clone(),
+                );
+            }
+            Reclaim::Shrink(to) => {
+                m.suspended(now);
+                m.last_step_at = Some(now);
+                let reason = format!("{reason}; one graceful step of {}", self.s.graceful.step);
+                self.push(
+                    p.ci,
+                    ActionKind::Shrink {
+                        container: c.id,
+                        to: to.to_limits(),
+                    },
+                    p.policy,
+                    reason,
+                    for_queue.clone(),
+                );
+            }
+        }
+    }
+
+    /// Kairos' node algorithm on every node that has a LAS container waiting or more
+    /// running than fits.
+    fn las(&mut self) {
+        let Some(scan) = self.las.take() else {
+            return;
+        };
+        for n in 0..self.view.nodes.len() {
+            // What runs, plus what non-LAS waiting containers keep, against the node;
+            // then whether a waiting one might fit the free room or a quantum expires.
+            let busy = self.ledger.node_held[n] - scan.waiting_held[n];
+            let overflow = !busy.fits_in(&self.ledger.node_cap[n]);
+            let waiting = scan.waiting[n] > 0
+                && (scan.due[n] || scan.smallest[n].fits_in(&self.ledger.node_room(n)));
+            if overflow || waiting {
+                self.las_node(n);
+            }
+        }
+    }
+
+    fn las_node(&mut self, n: usize) {
+        let view = self.view;
+        let s = self.s;
+        let node = view.node(crate::cluster::NodeIdx(n as u32));
+        let mut idx: Vec<ContainerIdx> = Vec::new();
+        let mut others = Amount::ZERO;
+        for &ci in &node.containers {
+            let c = view.container(ci);
+            if !c.is_live() {
+                continue;
+            }
+            if self.policy[c.app.get()] == PolicyKind::Las && !self.acted.contains(ci) {
+                idx.push(ci);
+            } else {
+                others += held_of(c);
+            }
+        }
+        let cap = self.ledger.node_cap[n] - others;
+        let mut tasks: Vec<LasTask> = idx
+            .iter()
+            .map(|&ci| {
+                let c = view.container(ci);
+                let m = self.memos.get(ci);
+                LasTask {
+                    demand: Amount::from(c.allocated),
+                    attained_ms: c.attained_service_ms,
+                    running: c.state == ContainerState::Running,
+                    since_ms: match c.state {
+                        ContainerState::Running => m.quantum_start.unwrap_or(c.started_ms),
+                        _ => m.suspended_at.unwrap_or(c.started_ms),
+                    },
+                    preemptions: m.las_preemptions,
+                }
+            })
+            .collect();
+        let before = tasks.clone();
+        let mut moves = Vec::new();
+        {
+            let ledger = &mut self.ledger;
+            let footprint = s.suspend.footprint;
+            las::node_step(
+                cap,
+                &mut tasks,
+                self.now,
+                &s.las,
+                |g| {
+                    let (v, for_task, withdraw) = match g {
+                        LasGate::Preempt { victim, for_task } => (victim, for_task, false),
+                        LasGate::Withdraw { victim, for_task } => (victim, for_task, true),
+                    };
+                    let c = view.container(idx[v]);
+                    let q = view.app(c.app).queue.get();
+                    let floor = Amount::from(footprint.component_min(Limits::from(c.allocated)));
+                    let amount = held_of(c) - floor;
+                    if withdraw {
+                        ledger.untake(q, Room::Local(n), amount);
+                        return true;
+                    }
+                    let to = for_task.map(|b| view.app(view.container(idx[b]).app).queue.get());
+                    ledger.take(q, Room::Local(n), amount, to)
+                },
+                &mut moves,
+            );
+        }
+        let w = secs(s.las.quantum_ms);
+        for mv in &moves {
+            let ci = idx[mv.task];
+            let c = view.container(ci);
+            let t = &tasks[mv.task];
+            let attained = secs(c.attained_service_ms);
+            let other = mv.for_task.map(|b| {
+                (
+                    view.container(idx[b]).id,
+                    secs(view.container(idx[b]).attained_service_ms),
+                )
+            });
+            let for_queue = mv
+                .for_task
+                .map(|b| view.queue_of(view.container(idx[b])).path.clone());
+            if mv.suspend {
+                let reason = match (mv.cause, other) {
+                    (LasCause::QuantumExpired, Some((b, ba))) => format!(
+                        "node {}: its quantum W = {w} expired and {b} waits with less attained service ({ba} <= {attained})",
+                        node.id
+                    ),
+                    _ => format!(
+                        "node {}: no free core for a new container (running LAS containers need more than {cap}); it has the most attained service ({attained})",
+                        node.id
+                    ),
+                };
+                let preemptions = t.preemptions;
+                let floor = self.floor(c);
+                let now = self.now;
+                let m = self.memos.get_mut(ci, c.id);
+                m.suspended(now);
+                m.las_preemptions = preemptions;
+                self.push(
+                    ci,
+                    ActionKind::Suspend {
+                        container: c.id,
+                        footprint: floor.to_limits(),
+                    },
+                    PolicyKind::Las,
+                    reason,
+                    for_queue,
+                );
+            } else {
+                let reason = match mv.cause {
+                    LasCause::QuantumExpired => format!(
+                        "node {}: a quantum expired and this waiting container has the least attained service ({attained})",
+                        node.id
+                    ),
+                    _ => format!(
+                        "node {}: room is free; least attained service among waiting containers ({attained})",
+                        node.id
+                    ),
+                };
+                self.resume_fully(ci, PolicyKind::Las, Room::Local(n), reason);
+                self.memos.get_mut(ci, c.id).quantum_start = Some(self.now);
+            }
+        }
+        for (i, (t, b)) in tasks.iter().zip(&before).enumerate() {
+            if t.running && b.running && t.since_ms != b.since_ms {
+                let c = view.container(idx[i]);
+                self.memos.get_mut(idx[i], c.id).quantum_start = Some(t.since_ms);
+            }
+        }
+        match las::next_expiry(&tasks, &s.las) {
+            Some(next) => {
+                self.las_checks.insert(node.id.clone(), next);
+            }
+            None => {
+                self.las_checks.remove(&node.id);
+            }
+        }
+        let running = Amount::sum(tasks.iter().filter(|t| t.running).map(|t| t.demand));
+        if !running.fits_in(&cap) {
+            self.notes.push(format!(
+                "node {}: running LAS containers need {running} but only {cap} is theirs; none may be suspended now (starvation guard, protected queue or round budget)",
+                node.id
+            ));
+        }
+    }
+
+    /// Dice: end timed-out suspensions, feed the window, and on the tick that closes
+    /// it, size the short partition and send opportunistic preemption requests.
+    fn dice(&mut self, st: &mut DiceState, rng: &mut Pcg64) -> Option<DiceReport> {
+        let scan = self.dice.take()?;
+        let view = self.view;
+        let settings = self.s;
+        let s = &settings.dice;
+        for ci in self.waiting.clone() {
+            let c = view.container(ci);
+            if self.policy[c.app.get()] != PolicyKind::Dice || self.acted.contains(ci) {
+                continue;
+            }
+            let owed = Amount::from(c.allocated) - held_of(c);
+            if dice::suspension_over(self.memos.get(ci).suspended_at, self.now, s)
+                && owed.fits_in(&self.ledger.node_room(c.node.get()))
+            {
+                let reason = format!(
+                    "suspension timeout ({}) is over and the room it lent is free again",
+                    secs(s.suspension_timeout_ms)
+                );
+                self.resume_fully(ci, PolicyKind::Dice, Room::Advertised(c.node.get()), reason);
+            }
+        }
+        let (Some(last), true) = (st.last_sample_ms, st.window.is_some()) else {
+            st.window = Some(DiceWindow::new(self.now));
+            st.last_sample_ms = Some(self.now);
+            return None;
+        };
+        let window = st.window.get_or_insert_with(|| DiceWindow::new(last));
+        for &w in &scan.waits {
+            window.record_waits(w, 1);
+        }
+        window.record_usage(
+            scan.short_vcores,
+            scan.all_vcores,
+            self.now.saturating_sub(last),
+        );
+        st.last_sample_ms = Some(self.now);
+        if !window.is_due(self.now, s.window_ms) {
+            return None;
+        }
+        // Short tasks still waiting count with the time they have waited so far.
+        for a in view.apps.iter().filter(|a| a.class == JobClass::Short) {
+            if let Some(since) = a.pending_since_ms {
+                let n: u64 = a.requests.iter().map(|r| r.num_containers as u64).sum();
+                window.record_waits(self.now.saturating_sub(since), n);
+            }
+        }
+        let share = window.short_share().or(st.short_share);
+        st.short_share = share;
+        let mut report = dice::window_decision(window.mean_wait_ms(), share, view.nodes.len(), s);
+        st.short_partition = Some(report.short_partition);
+        st.window = Some(DiceWindow::new(self.now));
+        if report.preemption_requests > 0 {
+            self.plan_partitions(report.short_partition);
+            let converting: HashSet<usize> =
+                self.partition_changes.iter().map(|(n, _)| *n).collect();
+            let general: Vec<u32> = (0..view.nodes.len())
+                .filter(|&n| {
+                    let p = view.nodes[n].partition;
+                    (p == Partition::General) != converting.contains(&n)
+                })
+                .map(|n| n as u32)
+                .collect();
+            let chosen = dice::choose_nodes(rng, &general, report.preemption_requests);
+            let unit = view
+                .apps
+                .iter()
+                .filter(|a| a.class == JobClass::Short)
+                .flat_map(|a| a.requests.iter())
+                .filter(|r| r.num_containers > 0)
+                .map(|r| Amount::from(r.capability))
+                .reduce(Amount::component_min);
+            let header = format!(
+                "Dice window: short tasks waited {} on average (r = {:.2}, {} model p = {:.2}); opportunistic preemption request to this node, one of {}",
+                secs(report.mean_wait_ms as u64),
+                report.r,
+                s.preemption_model.name(),
+                report.p_preemption,
+                report.preemption_requests
+            );
+            for n in chosen {
+                if self.dice_node(n as usize, unit, &header) {
+                    report.suspended += 1;
+                }
+            }
+        }
+        Some(report)
+    }
+
+    /// A node that received a preemption request suspends one running long container
+    /// if Dice's four conditions hold; `unit` is the smallest outstanding short request.
+    fn dice_node(&mut self, n: usize, unit: Option<Amount>, header: &str) -> bool {
+        let view = self.view;
+        let settings = self.s;
+        let s = &settings.dice;
+        let node = &view.nodes[n];
+        let long = |c: &Container| c.is_live() && view.app(c.app).class == JobClass::Long;
+        let long_running = node
+            .containers
+            .iter()
+            .map(|&ci| view.container(ci))
+            .any(|c| long(c) && c.state == ContainerState::Running);
+        let long_suspended = node
+            .containers
+            .iter()
+            .map(|&ci| view.container(ci))
+            .any(|c| long(c) && c.state != ContainerState::Running);
+        let mut candidates: Vec<ContainerIdx> = node
+            .containers
+            .iter()
+            .copied()
+            .filter(|&ci| {
+                let c = view.container(ci);
+                long(c)
+                    && c.state == ContainerState::Running
+                    && self.policy[c.app.get()] == PolicyKind::Dice
+                    && !self.acted.contains(ci)
+                    && self.memos.get(ci).dice_suspensions < s.max_suspensions
+            })
+            .collect();
+        candidates.sort_by(|&a, &b| {
+            let (ca, cb) = (view.container(a), view.container(b));
+            ca.is_am
+                .cmp(&cb.is_am)
+                .then(super::victims::newest_first(ca, cb))
+        });
+        let Some(&ci) = candidates.first() else {
+            return false;
+        };
+        let c = view.container(ci);
+        let freed = self.ledger.node_room(n) + (held_of(c) - self.floor(c));
+        let facts = DiceNodeFacts {
+            long_running,
+            long_suspended,
+            short_waiting: unit.is_some_and(|u| u.fits_in(&freed)),
+        };
+        let suspensions = self.memos.get(ci).dice_suspensions;
+        if !dice::node_accepts(&facts, suspensions, s.max_suspensions) {
+            return false;
+        }
+        let reason = || {
+            format!(
+                "{header}: long job {} runs here, no long container is suspended here, short work is waiting (suspension {} of at most {})",
+                view.app(c.app).id,
+                suspensions + 1,
+                s.max_suspensions
+            )
+        };
+        if self
+            .suspend(ci, PolicyKind::Dice, Room::Advertised(n), reason)
+            .is_none()
+        {
+            return false;
+        }
+        let m = self.memos.get_mut(ci, c.id);
+        m.dice_suspensions = m.dice_suspensions.saturating_add(1);
+        true
+    }
+
+    /// Node partitions: Dice's short partition of the size decided for this window
+    /// (MinShort before the first window closes, if configured); without Dice, every
+    /// node is general.
+    fn partitions(&mut self, st: &DiceState) {
+        if !self.partition_changes.is_empty() {
+            return;
+        }
+        if !self.dice_active {
+            self.partition_changes = (0..self.view.nodes.len())
+                .filter(|&n| self.view.nodes[n].partition == Partition::Short)
+                .map(|n| (n, Partition::General))
+                .collect();
+            return;
+        }
+        let nodes = self.view.nodes.len();
+        let target = st.short_partition.or_else(|| {
+            self.s
+                .dice
+                .min_short_fraction
+                .map(|f| dice::short_partition_size(nodes, 0, f, 1.0))
+        });
+        if let Some(target) = target {
+            self.plan_partitions(target);
+        }
+    }
+
+    /// Convert the least loaded general nodes, or release the most loaded short nodes,
+    /// until `target` nodes are short. Running containers are never touched.
+    fn plan_partitions(&mut self, target: usize) {
+        let view = self.view;
+        let ledger = &self.ledger;
+        let load = |n: usize| ledger.node_held[n].dominant_share(&ledger.node_cap[n]);
+        let (short, general): (Vec<usize>, Vec<usize>) =
+            (0..view.nodes.len()).partition(|&n| view.nodes[n].partition == Partition::Short);
+        let (mut pool, k, to) = if short.len() < target {
+            (general, target - short.len(), Partition::Short)
+        } else {
+            let k = short.len() - target;
+            (short, k, Partition::General)
+        };
+        let converting = to == Partition::Short;
+        let order = |a: &usize, b: &usize| {
+            let by_load = load(*a).total_cmp(&load(*b));
+            let by_load = if converting {
+                by_load
+            } else {
+                by_load.reverse()
+            };
+            by_load.then(a.cmp(b))
+        };
+        if k < pool.len() {
+            pool.select_nth_unstable_by(k, order);
+            pool.truncate(k);
+        }
+        pool.sort_unstable();
+        self.partition_changes = pool.into_iter().map(|n| (n, to)).collect();
+    }
+
+    /// Advertise physical capacity plus what was reclaimed there (and N+Q admission
+    /// under LAS); set partitions.
+    fn node_capacities(&mut self) {
+        let view = self.view;
+        let off = self.s.kind == PolicyKind::None;
+        let las_on = self.las_active;
+        for (n, node) in view.nodes.iter().enumerate() {
+            let reclaimed = if off {
+                Resource::ZERO
+            } else {
+                self.ledger.node_reclaimed[n].to_resource()
+            };
+            let extra = if las_on {
+                las::admission(node.capacity, &self.s.las) - node.capacity
+            } else {
+                Resource::ZERO
+            };
+            let advertised = node.capacity + reclaimed + extra;
+            if advertised == node.advertised {
+                continue;
+            }
+            let mut reason = format!("physical {}", node.capacity);
+            if reclaimed.any_positive() {
+                let _ = write!(reason, " + reclaimed {reclaimed}");
+            }
+            if extra.any_positive() {
+                let _ = write!(
+                    reason,
+                    " + LAS admission of N + Q = {} + {} containers",
+                    node.capacity.vcores, self.s.las.extra_slots
+                );
+            }
+            self.node_action(
+                n,
+                ActionKind::SetNodeCapacity {
+                    node: node.id.clone(),
+                    advertised,
+                },
+                Before::Advertised(node.advertised),
+                reason,
+            );
+        }
+        for (n, p) in std::mem::take(&mut self.partition_changes) {
+            let node = &view.nodes[n];
+            if node.partition == p {
+                continue;
+            }
+            let reason = match p {
+                Partition::Short => "Dice elastic sizing: converted to the short partition for this window; takes no new long containers".to_string(),
+                Partition::General => "back to the general partition".to_string(),
+            };
+            self.node_action(
+                n,
+                ActionKind::SetNodePartition {
+                    node: node.id.clone(),
+                    partition: p,
+                },
+                Before::Partition(node.partition),
+                reason,
+            );
+        }
+    }
+
+    fn node_action(&mut self, n: usize, kind: ActionKind, before: Before, reason: String) {
+        let policy = match kind {
+            ActionKind::SetNodePartition { .. } => PolicyKind::Dice,
+            _ => self.s.kind,
+        };
+        self.actions.push(Action {
+            kind,
+            policy,
+            reason,
+            application: None,
+            queue: None,
+            node: Some(self.view.nodes[n].id.clone()),
+            for_queue: None,
+            before,
+        });
+    }
+
+    fn finish(self, loads: &[QueueLoad], acc: &Accounting, dice: Option<DiceReport>) -> Plan {
+        let view = self.view;
+        let queues = view
+            .queues
+            .iter()
+            .enumerate()
+            .map(|(i, q)| QueueAccount {
+                queue: q.path.clone(),
+                guaranteed: q.guaranteed.into(),
+                used: loads[i].used,
+                held: loads[i].held,
+                pending: loads[i].pending,
+                ideal: acc.ideal[i],
+                starved: acc.starved[i],
+                over: acc.over[i],
+                to_reclaim: acc.to_reclaim[i],
+                reclaimed: self.ledger.queue_reclaimed[i],
+                restored: self.ledger.queue_restored[i],
+            })
+            .collect();
+        let round_cap = self
+            .total
+            .scale(capacity::finite_or(self.s.total_preemption_per_round, 0.0));
+        self.memos.finish();
+        Plan {
+            now: self.now,
+            policy: self.s.kind,
+            actions: self.actions,
+            observe_only: false,
+            observed: Vec::new(),
+            pending_kills: self.pending_kills,
+            queues,
+            reclaimed: self.ledger.reclaimed,
+            restored: self.ledger.restored,
+            round_cap,
+            dice,
+            notes: self.notes,
+        }
+    }
+}

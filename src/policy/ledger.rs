@@ -1,0 +1,202 @@
+//! The running tally of one tick: what every queue and node holds as actions are
+//! planned, and the round's budget. Every policy takes through [`Ledger::take`], so the
+//! invariants (never below a guarantee, never from a preemption-disabled queue, never
+//! beyond the round cap) hold for all of them in one place.
+
+use super::amount::Amount;
+use crate::cluster::ClusterView;
+
+pub(crate) struct Ledger {
+    parents: Vec<Option<usize>>,
+    guaranteed: Vec<Amount>,
+    disabled: Vec<bool>,
+    /// Per queue, every level: what its containers hold now (YARN's used, less what
+    /// was reclaimed or marked).
+    pub held: Vec<Amount>,
+    pub node_cap: Vec<Amount>,
+    /// Per node: what its live containers hold physically (YARN's used, less what
+    /// was reclaimed).
+    pub node_held: Vec<Amount>,
+    /// Per node: reclaimed room that the node advertises to the RM.
+    pub node_reclaimed: Vec<Amount>,
+    /// Room that frees up once marked containers are killed.
+    pub marked: Amount,
+    budget: Amount,
+    pub reclaimed: Amount,
+    pub restored: Amount,
+    pub queue_reclaimed: Vec<Amount>,
+    pub queue_restored: Vec<Amount>,
+}
+
+/// Where the taken amount sits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Room {
+    /// Only in the queue's accounting (a kill mark: the container still runs).
+    QueueOnly,
+    /// Freed on the node and advertised to the RM.
+    Advertised(usize),
+    /// Freed on the node for the node's own use (LAS time sharing).
+    Local(usize),
+}
+
+impl Ledger {
+    pub fn new(view: &ClusterView, budget: Amount) -> Ledger {
+        let nq = view.queues.len();
+        let nn = view.nodes.len();
+        Ledger {
+            parents: view
+                .queues
+                .iter()
+                .map(|q| q.parent.map(|p| p.get()))
+                .collect(),
+            guaranteed: view
+                .queues
+                .iter()
+                .map(|q| Amount::from(q.guaranteed))
+                .collect(),
+            disabled: view.queues.iter().map(|q| q.preemption_disabled).collect(),
+            held: view.queues.iter().map(|q| Amount::from(q.used)).collect(),
+            node_cap: view
+                .nodes
+                .iter()
+                .map(|n| Amount::from(n.capacity))
+                .collect(),
+            node_held: view.nodes.iter().map(|n| Amount::from(n.used)).collect(),
+            node_reclaimed: vec![Amount::ZERO; nn],
+            marked: Amount::ZERO,
+            budget,
+            reclaimed: Amount::ZERO,
+            restored: Amount::ZERO,
+            queue_reclaimed: vec![Amount::ZERO; nq],
+            queue_restored: vec![Amount::ZERO; nq],
+        }
+    }
+
+    /// Account for `amount` a queue's containers no longer hold as of the view
+    /// (reclaimed or marked before this tick).
+    pub fn take_from_queue(&mut self, q: usize, amount: Amount) {
+        for i in self.lineage(q).collect::<Vec<_>>() {
+            self.held[i] -= amount;
+        }
+    }
+
+    fn lineage(&self, q: usize) -> impl Iterator<Item = usize> + '_ {
+        let mut next = Some(q);
+        std::iter::from_fn(move || {
+            let cur = next?;
+            next = self
+                .parents
+                .get(cur)
+                .copied()
+                .flatten()
+                .filter(|&p| p < cur);
+            Some(cur)
+        })
+    }
+
+    pub fn node_room(&self, n: usize) -> Amount {
+        self.node_cap[n] - self.node_held[n]
+    }
+
+    /// Free room on all nodes plus what marked containers will free: what YARN can
+    /// place pending demand into, counted as a whole as YARN's preemption monitor does.
+    pub fn free_room(&self) -> Amount {
+        (0..self.node_cap.len()).fold(self.marked, |a, n| a + self.node_room(n))
+    }
+
+    /// Whether `amount` may be taken from queue `q` for queue `to` (None: unknown):
+    /// the queue is not preemption-disabled, the round's budget covers it, and neither
+    /// the queue nor an ancestor drops below its guarantee in a resource being taken.
+    /// Ancestors shared with `to` lose nothing (the room stays inside them), so they
+    /// are not checked; nor is the root when `to` is unknown; nor anything when the
+    /// room stays in `q` itself (LAS time sharing within a queue).
+    pub fn may_take(&self, q: usize, amount: Amount, to: Option<usize>) -> bool {
+        if self.disabled.get(q).copied().unwrap_or(true) || !amount.fits_in(&self.budget) {
+            return false;
+        }
+        let shared: Vec<usize> = match to {
+            Some(b) => self.lineage(b).collect(),
+            None => Vec::new(),
+        };
+        self.lineage(q)
+            .filter(|i| !shared.contains(i) && (to.is_some() || self.parents[*i].is_some()))
+            .all(|i| {
+                let (h, g) = (self.held[i], self.guaranteed[i]);
+                (amount.memory_mb == 0
+                    || h.memory_mb >= g.memory_mb.saturating_add(amount.memory_mb))
+                    && (amount.vcores_milli == 0
+                        || h.vcores_milli >= g.vcores_milli.saturating_add(amount.vcores_milli))
+            })
+    }
+
+    /// Take `amount` if [`Ledger::may_take`] allows it.
+    pub fn take(&mut self, q: usize, room: Room, amount: Amount, to: Option<usize>) -> bool {
+        if amount.is_zero() || !self.may_take(q, amount, to) {
+            return false;
+        }
+        self.budget -= amount;
+        self.reclaimed += amount;
+        for i in self.lineage(q).collect::<Vec<_>>() {
+            self.held[i] -= amount;
+            self.queue_reclaimed[i] += amount;
+        }
+        self.move_room(room, amount, false);
+        true
+    }
+
+    /// Undo a [`Ledger::take`] of this tick that turned out unnecessary.
+    pub fn untake(&mut self, q: usize, room: Room, amount: Amount) {
+        self.budget += amount;
+        self.reclaimed -= amount;
+        for i in self.lineage(q).collect::<Vec<_>>() {
+            self.held[i] += amount;
+            self.queue_reclaimed[i] -= amount;
+        }
+        self.move_room(room, amount, true);
+    }
+
+    /// Give `amount` back to queue `q` (a resumption or a cancelled kill mark).
+    pub fn give(&mut self, q: usize, room: Room, amount: Amount) {
+        self.restored += amount;
+        for i in self.lineage(q).collect::<Vec<_>>() {
+            self.held[i] += amount;
+            self.queue_restored[i] += amount;
+        }
+        self.move_room(room, amount, true);
+    }
+
+    /// A marked container on node `n` is killed: what it held becomes free room, and
+    /// what was already reclaimed from it is no longer advertised as such.
+    pub fn killed(&mut self, n: usize, held: Amount, reclaimed: Amount) {
+        self.marked -= held;
+        self.node_held[n] -= held;
+        self.node_reclaimed[n] -= reclaimed;
+    }
+
+    /// Move `amount` between what a node's containers hold and its free room.
+    fn move_room(&mut self, room: Room, amount: Amount, back: bool) {
+        let n = match room {
+            Room::QueueOnly => {
+                if back {
+                    self.marked -= amount;
+                } else {
+                    self.marked += amount;
+                }
+                return;
+            }
+            Room::Advertised(n) | Room::Local(n) => n,
+        };
+        let advertised = matches!(room, Room::Advertised(_));
+        if back {
+            self.node_held[n] += amount;
+            if advertised {
+                self.node_reclaimed[n] -= amount;
+            }
+        } else {
+            self.node_held[n] -= amount;
+            if advertised {
+                self.node_reclaimed[n] += amount;
+            }
+        }
+    }
+}

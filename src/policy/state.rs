@@ -1,0 +1,202 @@
+//! What a policy remembers between ticks. The view is rebuilt every tick and is the
+//! truth about containers; the state only adds what the view cannot say (when a
+//! container was suspended, how often it was picked for resumption, LAS timers, Dice's
+//! window), keyed by container id so that containers may come and go freely.
+//!
+//! A tick never walks all of it: memos are looked up by id as containers are
+//! considered, memos of containers that left are swept a slice per tick, and the few
+//! kill marks are kept in their own ordered set.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+
+use rand::SeedableRng;
+use rand_pcg::Pcg64;
+
+use super::dice::DiceWindow;
+use crate::cluster::{ClusterView, ContainerId, ContainerIdx, Millis, NodeId};
+use crate::config::settings::PolicySettings;
+
+/// Everything a policy carries from one tick to the next. One per controller (or
+/// simulator run); see [`super::decide`].
+#[derive(Clone, Debug)]
+pub struct PolicyState {
+    pub(crate) settings: PolicySettings,
+    pub(crate) rng: Pcg64,
+    pub(crate) memos: MemoStore,
+    pub(crate) dice: DiceState,
+    /// LAS: per node, when it next needs a look even if nothing arrives or finishes
+    /// there (its earliest quantum expiry while a container waits).
+    pub(crate) las_checks: HashMap<NodeId, Millis>,
+}
+
+impl PolicyState {
+    pub fn new(settings: PolicySettings) -> Self {
+        PolicyState {
+            rng: Pcg64::seed_from_u64(settings.seed),
+            settings,
+            memos: MemoStore::default(),
+            dice: DiceState::default(),
+            las_checks: HashMap::new(),
+        }
+    }
+
+    pub fn settings(&self) -> &PolicySettings {
+        &self.settings
+    }
+
+    /// Replace the settings (SIGHUP). Suspended containers stay where they are; the next
+    /// decision applies the new policy to them, and `none` resumes them all. A new seed
+    /// restarts the random sequence.
+    pub fn set_settings(&mut self, s: PolicySettings) {
+        if s.seed != self.settings.seed {
+            self.rng = Pcg64::seed_from_u64(s.seed);
+        }
+        self.settings = s;
+    }
+
+    /// Containers the state currently remembers something about (including some that
+    /// left the view and are not swept yet).
+    pub fn remembered_containers(&self) -> usize {
+        self.memos.map.len()
+    }
+}
+
+/// Per-container memory. `Default` means "nothing to remember".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Memo {
+    /// When Preemptor first took something from it in its current suspension.
+    pub suspended_at: Option<Millis>,
+    /// Delayed resumption: how often it was picked since it was suspended, and when
+    /// last (one pick per monitoring interval, however often `decide` runs).
+    pub resume_picks: u32,
+    pub last_pick_at: Option<Millis>,
+    /// `graceful`: when it was last stepped down (one step per monitoring interval).
+    pub last_step_at: Option<Millis>,
+    /// `kill`: marked at, waiting for `max_wait_before_kill`.
+    pub kill_marked_at: Option<Millis>,
+    /// LAS: preemptions since it last ran a guarded quantum.
+    pub las_preemptions: u32,
+    /// LAS: start of its current quantum, when not its start time.
+    pub quantum_start: Option<Millis>,
+    /// Dice: how often it was suspended (at most `max_suspensions`).
+    pub dice_suspensions: u32,
+}
+
+impl Memo {
+    /// Something was taken from the container: a suspension starts, or goes on.
+    pub fn suspended(&mut self, now: Millis) {
+        self.suspended_at.get_or_insert(now);
+        self.resume_picks = 0;
+        self.last_pick_at = None;
+    }
+
+    /// It has its whole allocation back.
+    pub fn resumed(&mut self) {
+        self.suspended_at = None;
+        self.resume_picks = 0;
+        self.last_pick_at = None;
+        self.last_step_at = None;
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct DiceState {
+    pub window: Option<DiceWindow>,
+    /// Samples are taken from containers started after this.
+    pub last_sample_ms: Option<Millis>,
+    /// Short partition size decided for the current window.
+    pub short_partition: Option<usize>,
+    /// The short jobs' share of task-seconds in the last window that saw any.
+    pub short_share: Option<f64>,
+}
+
+/// Memos by container id, the order in which they are swept, and the marked ones.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct MemoStore {
+    map: HashMap<ContainerId, Memo>,
+    sweep: VecDeque<ContainerId>,
+    marked: BTreeSet<ContainerId>,
+}
+
+/// One tick's access to the memos of the containers in its view.
+pub(crate) struct Memos<'a> {
+    store: &'a mut MemoStore,
+    view: &'a ClusterView,
+    touched: Vec<ContainerIdx>,
+}
+
+impl<'a> Memos<'a> {
+    pub fn new(view: &'a ClusterView, store: &'a mut MemoStore) -> Self {
+        Memos {
+            store,
+            view,
+            touched: Vec::new(),
+        }
+    }
+
+    pub fn get(&self, c: ContainerIdx) -> Memo {
+        let id = self.view.container(c).id;
+        self.store.map.get(&id).copied().unwrap_or_default()
+    }
+
+    pub fn get_mut(&mut self, c: ContainerIdx, id: ContainerId) -> &mut Memo {
+        self.touched.push(c);
+        let store = &mut *self.store;
+        store.map.entry(id).or_insert_with(|| {
+            store.sweep.push_back(id);
+            Memo::default()
+        })
+    }
+
+    /// Live containers marked for killing, in id order.
+    pub fn marked(&self) -> Vec<ContainerIdx> {
+        self.store
+            .marked
+            .iter()
+            .filter_map(|id| self.view.container_by_id(id))
+            .filter(|&c| self.view.container(c).is_live())
+            .collect()
+    }
+
+    /// Drop what is no longer worth keeping among the memos touched this tick, keep
+    /// the marked set in step, and sweep a slice of the rest for containers that left.
+    pub fn finish(self) {
+        let Memos {
+            store,
+            view,
+            touched,
+        } = self;
+        for c in touched {
+            let id = view.container(c).id;
+            let memo = store.map.get(&id).copied().unwrap_or_default();
+            if memo == Memo::default() || !view.container(c).is_live() {
+                store.map.remove(&id);
+                store.marked.remove(&id);
+            } else if memo.kill_marked_at.is_some() {
+                store.marked.insert(id);
+            } else {
+                store.marked.remove(&id);
+            }
+        }
+        // Small enough to cost little per tick; the whole store is still swept every
+        // few hundred ticks, so memos of finished containers do not pile up.
+        let slice = 64 + store.map.len() / 512;
+        for _ in 0..slice.min(store.sweep.len()) {
+            let Some(id) = store.sweep.pop_front() else {
+                break;
+            };
+            if !store.map.contains_key(&id) {
+                continue;
+            }
+            let alive = view
+                .container_by_id(&id)
+                .is_some_and(|c| view.container(c).is_live());
+            if alive {
+                store.sweep.push_back(id);
+            } else {
+                store.map.remove(&id);
+                store.marked.remove(&id);
+            }
+        }
+    }
+}

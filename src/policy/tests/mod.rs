@@ -1,0 +1,72 @@
+//! Scenario tests (the papers' worked behaviour, exact plans) and property tests (the
+//! invariants of ALGORITHMS.md for every policy).
+
+mod invariants;
+mod scenarios;
+
+use super::amount::Amount;
+use super::{Plan, PolicyState, apply, decide};
+use crate::cluster::{ClusterView, Container, ContainerState, JobClass, Millis, PolicyKind};
+use crate::config::settings::PolicySettings;
+use crate::resources::Limits;
+
+fn settings(kind: PolicyKind) -> PolicySettings {
+    PolicySettings {
+        kind,
+        ..PolicySettings::default()
+    }
+}
+
+/// Decide and carry the plan out.
+fn tick(view: &ClusterView, state: &mut PolicyState, now: Millis) -> (Plan, ClusterView) {
+    let plan = decide(view, state, now);
+    let next = apply(view, &plan).expect("applying a plan keeps the view consistent");
+    (plan, next)
+}
+
+/// Rebuild a view after changing its entities.
+fn rebuild(
+    view: &ClusterView,
+    f: impl FnOnce(&mut Vec<crate::cluster::App>, &mut Vec<Container>),
+) -> ClusterView {
+    let mut apps = view.apps.clone();
+    let mut containers = view.containers.clone();
+    f(&mut apps, &mut containers);
+    ClusterView::new(view.queues.clone(), apps, view.nodes.clone(), containers)
+        .expect("consistent view")
+}
+
+/// Running containers gain `dt` of CPU time.
+fn advance(view: &ClusterView, dt: u64) -> ClusterView {
+    rebuild(view, |_, cs| {
+        for c in cs.iter_mut().filter(|c| c.state == ContainerState::Running) {
+            c.attained_service_ms += dt;
+        }
+    })
+}
+
+/// Demand falls: no more outstanding requests, and short jobs' containers are done.
+fn demand_falls(view: &ClusterView) -> ClusterView {
+    rebuild(view, |apps, cs| {
+        for a in apps.iter_mut() {
+            a.requests.clear();
+            a.pending_since_ms = None;
+        }
+        for c in cs.iter_mut() {
+            if apps[c.app.get()].class == JobClass::Short && c.state == ContainerState::Running {
+                c.state = ContainerState::Killed;
+            }
+        }
+    })
+}
+
+fn not_running(view: &ClusterView) -> Vec<&Container> {
+    view.containers
+        .iter()
+        .filter(|c| c.is_live() && c.state != ContainerState::Running)
+        .collect()
+}
+
+fn footprint_of(c: &Container, s: &PolicySettings) -> Limits {
+    s.suspend.footprint.component_min(Limits::from(c.allocated))
+}
