@@ -14,4 +14,6 @@ mod docker_smoke;
 mod emulator_docker;
 mod emulator_rest;
 mod emulator_support;
+mod proxy;
+mod rm_client;
 mod workload;
