@@ -13,7 +13,7 @@ use preemptor::resources::Resource;
 use preemptor::yarn::dto::YarnApplicationState;
 use serde_json::Value;
 
-use crate::emulator_support::{get_json, submit, wait_running, wait_until};
+use crate::emulator_support::{get_json, run_client_script, submit, wait_running, wait_until};
 
 const NODE: Resource = Resource::new(8192, 8);
 const AM: Resource = Resource::new(1024, 1);
@@ -40,24 +40,7 @@ fn spec(tasks: u32, duration_ms: u64) -> WorkloadSpec {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn yarn_api_client_from_pypi_drives_every_endpoint() {
     let h = start_simulated(2).await;
-    let script = fixture("python/drive_emulator.py");
-    let rm = h.rm_url().to_string();
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(std::env::var("PYTHON").unwrap_or_else(|_| "python3".into()))
-            .arg(&script)
-            .arg(&rm)
-            .output()
-    })
-    .await
-    .unwrap()
-    .expect("python3 runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        !stderr.contains("No module named 'yarn_api_client'"),
-        "yarn-api-client is not installed: `python3 -m pip install yarn-api-client` (.ci/run does)"
-    );
-    assert!(output.status.success(), "client script failed:\n{stderr}");
-    let out: Value = serde_json::from_slice(&output.stdout).expect("script prints JSON");
+    let out = run_client_script("drive_emulator.py", h.rm_url()).await;
 
     // cluster_information, cluster_metrics
     assert_eq!(out["info"]["clusterInfo"]["id"], h.cluster_timestamp());

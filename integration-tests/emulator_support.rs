@@ -72,3 +72,28 @@ pub async fn get_json(http: &reqwest::Client, url: &str) -> serde_json::Value {
     assert!(r.status().is_success(), "GET {url}: {}", r.status());
     r.json().await.unwrap()
 }
+
+/// Runs one of `integration-tests/python/`'s third-party client scripts with `arg`, and
+/// returns the JSON object it prints.
+pub async fn run_client_script(script: &str, arg: &str) -> serde_json::Value {
+    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("integration-tests/python")
+        .join(script);
+    let arg = arg.to_string();
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(std::env::var("PYTHON").unwrap_or_else(|_| "python3".into()))
+            .arg(&script)
+            .arg(&arg)
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("python3 runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !stderr.contains("No module named 'yarn_api_client'"),
+        "yarn-api-client is not installed: `python3 -m pip install yarn-api-client` (.ci/run does)"
+    );
+    assert!(output.status.success(), "client script failed:\n{stderr}");
+    serde_json::from_slice(&output.stdout).expect("script prints JSON")
+}

@@ -14,6 +14,8 @@ mod docker_smoke;
 mod emulator_docker;
 mod emulator_rest;
 mod emulator_support;
+mod proxy;
+mod rm_client;
 mod sim_analytic;
 mod sim_cli;
 mod sim_papers;

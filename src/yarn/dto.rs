@@ -308,45 +308,90 @@ pub struct QueueInfo {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub health: Option<SchedulerHealth>,
     // Leaf only.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::opt_i64"
+    )]
     pub num_active_applications: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::opt_i64"
+    )]
     pub num_pending_applications: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::opt_i64"
+    )]
     pub num_containers: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::opt_i64"
+    )]
     pub max_applications: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::opt_i64"
+    )]
     pub max_applications_per_user: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::opt_i64"
+    )]
     pub max_active_applications: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::opt_i64"
+    )]
     pub max_active_applications_per_user: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::opt_f64"
+    )]
     pub user_limit: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::opt_f64"
+    )]
     pub user_limit_factor: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub users: Option<Users>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::opt_f64"
+    )]
     pub configured_max_a_m_resource_limit: Option<f64>,
     #[serde(rename = "AMResourceLimit", skip_serializing_if = "Option::is_none")]
     pub am_resource_limit: Option<ResourceInfo>,
     #[serde(rename = "usedAMResource", skip_serializing_if = "Option::is_none")]
     pub used_am_resource: Option<ResourceInfo>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::opt_bool"
+    )]
     pub preemption_disabled: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::opt_bool"
+    )]
     pub intra_queue_preemption_disabled: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient::opt_i64"
+    )]
     pub default_priority: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub default_node_label_expression: Option<String>,
 }
 
 impl QueueInfo {
+    /// A leaf by its `type`, or, where the RM prints no type (some 2.x builds, other
+    /// serialisers), by having no child queues. The scheduler root is never a leaf.
     pub fn is_leaf(&self) -> bool {
-        self.kind.as_deref() == Some(LEAF_QUEUE_TYPE)
+        match self.kind.as_deref() {
+            Some(LEAF_QUEUE_TYPE) => true,
+            Some(CAPACITY_SCHEDULER_TYPE) => false,
+            _ => self.children().is_empty(),
+        }
     }
 
     pub fn children(&self) -> &[QueueInfo] {
@@ -533,7 +578,8 @@ pub struct AppInfo {
     pub application_type: String,
     /// Comma-separated.
     pub application_tags: String,
-    #[serde(deserialize_with = "lenient::i64")]
+    /// `applicationPriority` in Hadoop 2.8 and 2.9.
+    #[serde(alias = "applicationPriority", deserialize_with = "lenient::i64")]
     pub priority: i64,
     #[serde(deserialize_with = "lenient::i64")]
     pub started_time: i64,
@@ -734,6 +780,35 @@ pub struct KeyValue {
     pub key: String,
     #[serde(deserialize_with = "lenient::string")]
     pub value: String,
+}
+
+/// The `{command}` of `POST /containers/{containerid}/signal/{command}`
+/// (SignalContainerCommand).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum SignalContainerCommand {
+    /// SIGQUIT: the JVM prints its threads.
+    OutputThreadDump,
+    /// SIGTERM.
+    GracefulShutdown,
+    /// SIGKILL.
+    ForcefulShutdown,
+}
+
+impl SignalContainerCommand {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::OutputThreadDump => "OUTPUT_THREAD_DUMP",
+            Self::GracefulShutdown => "GRACEFUL_SHUTDOWN",
+            Self::ForcefulShutdown => "FORCEFUL_SHUTDOWN",
+        }
+    }
+}
+
+impl fmt::Display for SignalContainerCommand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,4 +1,19 @@
-//! ResourceManager and NodeManager REST: DTOs shared by the client and the emulator.
+//! ResourceManager and NodeManager REST: DTOs shared by the client and the emulator, the
+//! RM client the controller observes the cluster with, and the RM reverse proxy.
 
+pub mod client;
+#[cfg(test)]
+mod doc_examples;
 pub mod dto;
+pub mod error;
 pub mod lenient;
+pub mod proxy;
+pub mod snapshot;
+pub mod submission;
+pub mod tolerant;
+
+pub use client::{AppsQuery, ClientStats, RmClient};
+pub use error::Error;
+pub use proxy::{RmProxy, SubmissionSeen};
+pub use snapshot::RmSnapshot;
+pub use tolerant::{Parsed, Recovery, SchemaWarning};
