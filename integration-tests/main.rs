@@ -16,4 +16,7 @@ mod emulator_rest;
 mod emulator_support;
 mod proxy;
 mod rm_client;
+mod sim_analytic;
+mod sim_cli;
+mod sim_papers;
 mod workload;

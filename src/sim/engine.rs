@@ -1,0 +1,758 @@
+//! The discrete-event engine every scheduler runs on: jobs arriving, containers running at
+//! the speed their limits allow, the preemption cost model, and the bookkeeping the
+//! report is built from.
+//!
+//! Speed comes from the layout: jobs and tasks are flat vectors indexed by `u32`, live
+//! containers sit in a slab whose slots are reused, the event queue holds small `Copy`
+//! events, only the next job arrival is queued at a time, and stale events (a container
+//! that changed speed or ended) are skipped by a generation number instead of being
+//! searched for and removed.
+
+use rand::SeedableRng;
+use rand_pcg::Pcg64Mcg;
+
+use crate::cluster::{ContainerState, Partition};
+use crate::resources::{Limits, Resource};
+use crate::sim::costs::CostModel;
+use crate::sim::queue::EventQueue;
+use crate::sim::workload::{MICROS_PER_SEC, Time, Workload};
+
+pub const NONE: Time = Time::MAX;
+
+/// Settings of the engine itself (schedulers have their own).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineConfig {
+    pub nodes: u32,
+    pub node_capacity: Resource,
+    /// One-way delay of every message (Hawk/Eagle/Pigeon: 0.5 ms).
+    pub network_delay: Time,
+    pub costs: CostModel,
+    /// Attempts after which a killed task fails its job (`mapreduce.map.maxattempts`).
+    pub max_task_attempts: u32,
+    pub seed: u64,
+    /// Utilization sampling period; `None` picks about 500 samples over the trace.
+    pub sample_every: Option<Time>,
+}
+
+impl EngineConfig {
+    /// `nodes` nodes of `node_capacity` with the papers' defaults: 0.5 ms messages, the
+    /// default cost model, 4 attempts per task, seed 1, about 500 utilization samples.
+    pub fn new(nodes: u32, node_capacity: Resource) -> EngineConfig {
+        EngineConfig {
+            nodes,
+            node_capacity,
+            network_delay: crate::sim::workload::secs(0.0005),
+            costs: CostModel::default(),
+            max_task_attempts: 4,
+            seed: 1,
+            sample_every: None,
+        }
+    }
+}
+
+/// What happens next. Small and `Copy` so the queue moves no heap data.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Ev<M> {
+    Arrival(u32),
+    TaskEnd {
+        c: u32,
+        epoch: u32,
+    },
+    /// A suspend, shrink or resume finished.
+    Transition {
+        c: u32,
+        epoch: u32,
+    },
+    /// A killed container's resources are free.
+    Killed {
+        c: u32,
+        epoch: u32,
+    },
+    Sample,
+    Sched(M),
+}
+
+/// Per-job progress. Tasks are handed out in trace order; killed ones come back through
+/// `retry`.
+#[derive(Clone, Debug)]
+pub(crate) struct JobRun {
+    pub arrived: bool,
+    /// Offset of the next never-launched task.
+    pub next: u32,
+    pub running: u32,
+    pub done: u32,
+    pub first_start: Time,
+    pub finish: Time,
+    pub failed: bool,
+    /// Killed tasks waiting to run again: (task, attempts so far, resubmitted at).
+    pub retry: Vec<(u32, u8, Time)>,
+}
+
+/// A task handed to a scheduler to launch.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TaskRef {
+    pub task: u32,
+    pub attempts: u8,
+    pub requested: Time,
+}
+
+/// A container's cgroup transition in flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Steady,
+    Reducing,
+    Restoring,
+    Killing,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Container {
+    pub job: u32,
+    pub task: u32,
+    pub node: u32,
+    pub epoch: u32,
+    pub attempts: u8,
+    pub phase: Phase,
+    /// What YARN allocated, and the limits it is held to (the target once a change has
+    /// been issued).
+    pub allocated: Resource,
+    pub current: Limits,
+    pub state: ContainerState,
+    pub requested: Time,
+    pub started: Time,
+    /// Full-speed microseconds of work left, and done (attained service).
+    pub work_left: f64,
+    pub attained: f64,
+    pub speed: f64,
+    /// When `work_left` and `attained` were last brought up to date.
+    pub last: Time,
+    /// Milli-vcores of effective CPU counted in the utilization sum.
+    eff_milli: i64,
+    pub suspensions: u32,
+    live: bool,
+}
+
+/// Why a container left its node.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Released {
+    /// The container's slot, already free for reuse.
+    pub container: u32,
+    pub node: u32,
+    pub job: u32,
+    pub shape: Resource,
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct NodeRun {
+    pub capacity: Resource,
+    pub partition: Partition,
+    /// Live containers (running, squeezed, suspended or being killed).
+    pub containers: Vec<u32>,
+    /// Memory being reclaimed here is free only from this time on.
+    pub mem_ready_at: Time,
+}
+
+/// Counts every report needs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PreemptionCounts {
+    pub suspended: u64,
+    pub shrunk: u64,
+    pub resumed: u64,
+    pub killed: u64,
+    /// Tasks launched again after a kill.
+    pub restarted_tasks: u64,
+    /// Tasks that ran out of attempts.
+    pub failed_tasks: u64,
+}
+
+pub(crate) struct Util {
+    alloc_milli: i64,
+    eff_milli: i64,
+    capacity_milli: i64,
+    pub samples: Vec<(Time, f64, f64)>,
+}
+
+/// Mean waiting time of short tasks that started in the current window (Dice).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct WaitWindow {
+    pub sum: f64,
+    pub count: u64,
+}
+
+pub(crate) struct Core<'w, M> {
+    pub now: Time,
+    events: EventQueue<Ev<M>>,
+    pub rng: Pcg64Mcg,
+    pub cfg: &'w EngineConfig,
+    pub wl: &'w Workload,
+    pub jobs: Vec<JobRun>,
+    pub nodes: Vec<NodeRun>,
+    slab: Vec<Container>,
+    free_slots: Vec<u32>,
+    pub counts: PreemptionCounts,
+    pub util: Util,
+    pub short_wait: WaitWindow,
+    next_arrival: usize,
+    pub jobs_closed: usize,
+    pub live_containers: usize,
+    last_progress: Time,
+    sample_every: Time,
+    pub events_run: u64,
+    abort: Option<String>,
+}
+
+/// A scheduler plugs its placement logic into the engine through these callbacks.
+pub(crate) trait Scheduler {
+    type Msg: Copy + std::fmt::Debug;
+
+    /// Called once before the first event (start periodic ticks here).
+    fn start(&mut self, _core: &mut Core<'_, Self::Msg>) {}
+    fn job_arrived(&mut self, core: &mut Core<'_, Self::Msg>, job: u32);
+    fn message(&mut self, core: &mut Core<'_, Self::Msg>, msg: Self::Msg);
+    /// A container finished or was killed; its resources are free on `r.node`.
+    fn released(&mut self, core: &mut Core<'_, Self::Msg>, r: Released);
+    /// A suspend, shrink or resume of container `c` completed.
+    fn transition_done(&mut self, _core: &mut Core<'_, Self::Msg>, _c: u32) {}
+    /// Scheduler-specific counters (probes, steals, hops...).
+    fn counters(&self) -> Vec<(&'static str, u64)>;
+}
+
+/// Raised when a run cannot go on.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(
+        "the simulation stalled at {at_secs:.0} s: {stuck} jobs still have tasks that no \
+         node can take and nothing is running"
+    )]
+    Stalled { at_secs: f64, stuck: usize },
+    #[error("{0}")]
+    Aborted(String),
+    #[error(
+        "job {job} asks for a {shape} container, larger than any node ({capacity}); \
+         give nodes more capacity"
+    )]
+    TooLarge {
+        job: usize,
+        shape: Resource,
+        capacity: Resource,
+    },
+}
+
+/// No progress for this long with nothing running means nothing ever will.
+const STALL: Time = 30 * 24 * 3600 * MICROS_PER_SEC;
+
+impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
+    pub fn new(wl: &'w Workload, cfg: &'w EngineConfig) -> Result<Self, EngineError> {
+        let max = wl.max_shape();
+        if !max.fits_in(&cfg.node_capacity) {
+            let job = wl
+                .jobs
+                .iter()
+                .position(|j| {
+                    wl.job_tasks(j)
+                        .any(|t| !wl.shape(t).fits_in(&cfg.node_capacity))
+                })
+                .unwrap_or(0);
+            return Err(EngineError::TooLarge {
+                job,
+                shape: max,
+                capacity: cfg.node_capacity,
+            });
+        }
+        let (first, last) = wl.span();
+        let sample_every = cfg
+            .sample_every
+            .unwrap_or(((last - first) / 500).max(MICROS_PER_SEC));
+        let nodes = (0..cfg.nodes)
+            .map(|_| NodeRun {
+                capacity: cfg.node_capacity,
+                ..NodeRun::default()
+            })
+            .collect();
+        let mut events = EventQueue::with_capacity(4096);
+        if let Some(j) = wl.jobs.first() {
+            events.push(j.arrival, Ev::Arrival(0));
+            events.push(j.arrival, Ev::Sample);
+        }
+        Ok(Core {
+            now: 0,
+            events,
+            rng: Pcg64Mcg::seed_from_u64(cfg.seed),
+            cfg,
+            wl,
+            jobs: vec![
+                JobRun {
+                    arrived: false,
+                    next: 0,
+                    running: 0,
+                    done: 0,
+                    first_start: NONE,
+                    finish: NONE,
+                    failed: false,
+                    retry: Vec::new(),
+                };
+                wl.jobs.len()
+            ],
+            nodes,
+            slab: Vec::new(),
+            free_slots: Vec::new(),
+            counts: PreemptionCounts::default(),
+            util: Util {
+                alloc_milli: 0,
+                eff_milli: 0,
+                capacity_milli: cfg.nodes as i64 * cfg.node_capacity.vcores as i64 * 1000,
+                samples: Vec::new(),
+            },
+            short_wait: WaitWindow::default(),
+            next_arrival: 1,
+            jobs_closed: 0,
+            live_containers: 0,
+            last_progress: 0,
+            sample_every,
+            events_run: 0,
+            abort: None,
+        })
+    }
+
+    // ---- events ----
+
+    pub fn at(&mut self, time: Time, msg: M) {
+        self.events.push(time, Ev::Sched(msg));
+    }
+
+    pub fn after(&mut self, delay: Time, msg: M) {
+        self.events
+            .push(self.now.saturating_add(delay), Ev::Sched(msg));
+    }
+
+    /// Deliver `msg` one network delay from now.
+    pub fn send(&mut self, msg: M) {
+        self.after(self.cfg.network_delay, msg);
+    }
+
+    pub fn net(&self) -> Time {
+        self.cfg.network_delay
+    }
+
+    /// Stop the run with an error after the current event (a scheduler cannot go on).
+    pub fn abort(&mut self, why: String) {
+        self.abort.get_or_insert(why);
+    }
+
+    /// True once every job has arrived and finished or failed; periodic ticks stop then.
+    pub fn all_done(&self) -> bool {
+        self.jobs_closed == self.jobs.len()
+    }
+
+    // ---- jobs and tasks ----
+
+    /// Tasks of `job` not running or done.
+    pub fn pending(&self, job: u32) -> u32 {
+        let r = &self.jobs[job as usize];
+        if r.failed {
+            return 0;
+        }
+        self.wl.jobs[job as usize].num_tasks - r.next + r.retry.len() as u32
+    }
+
+    /// The next task of `job` to launch: resubmitted ones first.
+    pub fn take_task(&mut self, job: u32) -> Option<TaskRef> {
+        let spec = self.wl.jobs[job as usize];
+        let r = &mut self.jobs[job as usize];
+        if r.failed {
+            return None;
+        }
+        if let Some((task, attempts, requested)) = r.retry.pop() {
+            return Some(TaskRef {
+                task,
+                attempts,
+                requested,
+            });
+        }
+        if r.next < spec.num_tasks {
+            let task = spec.first_task + r.next;
+            r.next += 1;
+            return Some(TaskRef {
+                task,
+                attempts: 0,
+                requested: spec.arrival,
+            });
+        }
+        None
+    }
+
+    /// Shape of the task `take_task` would return, without taking it.
+    pub fn peek_shape(&self, job: u32) -> Option<Resource> {
+        let spec = self.wl.jobs[job as usize];
+        let r = &self.jobs[job as usize];
+        if r.failed {
+            return None;
+        }
+        if let Some(&(task, _, _)) = r.retry.last() {
+            return Some(self.wl.shape(task as usize));
+        }
+        (r.next < spec.num_tasks).then(|| self.wl.shape((spec.first_task + r.next) as usize))
+    }
+
+    /// Put a task that was taken but not launched back (a late-binding reply that found
+    /// the node gone, say).
+    pub fn untake(&mut self, job: u32, t: TaskRef) {
+        self.jobs[job as usize]
+            .retry
+            .push((t.task, t.attempts, t.requested));
+    }
+
+    // ---- containers ----
+
+    pub fn container(&self, c: u32) -> &Container {
+        &self.slab[c as usize]
+    }
+
+    /// Start task `t` of `job` on `node` now, or once memory reclaimed there is free.
+    pub fn launch(&mut self, job: u32, t: TaskRef, node: u32) -> u32 {
+        let shape = self.wl.shape(t.task as usize);
+        let start = self.now.max(self.nodes[node as usize].mem_ready_at);
+        let work = self.wl.durations[t.task as usize] as f64;
+        let c = Container {
+            job,
+            task: t.task,
+            node,
+            epoch: 0,
+            attempts: t.attempts,
+            phase: Phase::Steady,
+            allocated: shape,
+            current: Limits::from(shape),
+            state: ContainerState::Running,
+            requested: t.requested,
+            started: start,
+            work_left: work,
+            attained: 0.0,
+            speed: 1.0,
+            last: start,
+            eff_milli: 0,
+            suspensions: 0,
+            live: true,
+        };
+        let id = match self.free_slots.pop() {
+            Some(i) => {
+                let epoch = self.slab[i as usize].epoch.wrapping_add(1);
+                self.slab[i as usize] = Container { epoch, ..c };
+                i
+            }
+            None => {
+                self.slab.push(c);
+                (self.slab.len() - 1) as u32
+            }
+        };
+        self.nodes[node as usize].containers.push(id);
+        self.live_containers += 1;
+        self.util.alloc_milli += shape.vcores as i64 * 1000;
+        self.set_eff(id);
+        let epoch = self.slab[id as usize].epoch;
+        self.events
+            .push(start + work.ceil() as Time, Ev::TaskEnd { c: id, epoch });
+        let spec = self.wl.jobs[job as usize];
+        let r = &mut self.jobs[job as usize];
+        r.running += 1;
+        if r.first_start == NONE {
+            r.first_start = start;
+        }
+        if t.attempts > 0 {
+            self.counts.restarted_tasks += 1;
+        }
+        if spec.class == crate::cluster::JobClass::Short {
+            self.short_wait.sum += (start - spec.arrival) as f64;
+            self.short_wait.count += 1;
+        }
+        self.last_progress = self.now;
+        id
+    }
+
+    /// Bring a container's work and attained service up to now.
+    pub fn advance(&mut self, c: u32) {
+        let now = self.now;
+        let k = &mut self.slab[c as usize];
+        if now > k.last {
+            let done = (now - k.last) as f64 * k.speed;
+            k.work_left = (k.work_left - done).max(0.0);
+            k.attained += done;
+            k.last = now;
+        }
+    }
+
+    fn set_eff(&mut self, c: u32) {
+        let k = &mut self.slab[c as usize];
+        let eff = (k.speed * k.allocated.vcores as f64 * 1000.0).round() as i64;
+        self.util.eff_milli += eff - k.eff_milli;
+        k.eff_milli = eff;
+    }
+
+    /// Change the speed of a running container and move its end.
+    fn set_speed(&mut self, c: u32, speed: f64) {
+        self.advance(c);
+        let k = &mut self.slab[c as usize];
+        k.speed = speed;
+        k.epoch = k.epoch.wrapping_add(1);
+        let (epoch, last, left) = (k.epoch, k.last, k.work_left);
+        self.set_eff(c);
+        if speed > 0.0 {
+            let end = last.max(self.now) + (left / speed).ceil() as Time;
+            self.events.push(end, Ev::TaskEnd { c, epoch });
+        }
+    }
+
+    /// Hold container `c` to `to` (suspend when `to` is the footprint, shrink otherwise):
+    /// CPU is throttled at once, then memory is reclaimed at the cost model's rate.
+    pub fn reduce(&mut self, c: u32, to: Limits, suspend: bool) {
+        let costs = &self.cfg.costs;
+        let k = &self.slab[c as usize];
+        if !k.live || k.phase == Phase::Killing {
+            return;
+        }
+        let from = k.current;
+        let delay = costs.reclaim_delay(from, to);
+        let alloc = k.allocated;
+        // Until memory is gone the task is throttled but not yet swapping.
+        let cpu_now = Limits::new(from.memory_mb.max(to.memory_mb), to.cpu_millis);
+        let speed = costs.speed(alloc, cpu_now);
+        {
+            let k = &mut self.slab[c as usize];
+            k.current = to;
+            k.state = if suspend {
+                ContainerState::Suspended
+            } else {
+                ContainerState::Shrunk
+            };
+            k.phase = Phase::Reducing;
+            if suspend {
+                k.suspensions += 1;
+            }
+        }
+        if suspend {
+            self.counts.suspended += 1;
+        } else {
+            self.counts.shrunk += 1;
+        }
+        self.set_speed(c, speed);
+        let node = self.slab[c as usize].node as usize;
+        let ready = self.now + delay;
+        self.nodes[node].mem_ready_at = self.nodes[node].mem_ready_at.max(ready);
+        let epoch = self.slab[c as usize].epoch;
+        self.events.push(ready, Ev::Transition { c, epoch });
+    }
+
+    /// Give container `c` its limits back up to `to`: memory first, then CPU once it is
+    /// loaded.
+    pub fn restore(&mut self, c: u32, to: Limits) {
+        let k = &self.slab[c as usize];
+        if !k.live || k.phase == Phase::Killing {
+            return;
+        }
+        let delay = self.cfg.costs.reload_delay(k.current, to);
+        let full = Limits::from(k.allocated);
+        {
+            let k = &mut self.slab[c as usize];
+            k.current = to;
+            k.state = if to == full {
+                ContainerState::Running
+            } else {
+                ContainerState::Shrunk
+            };
+            k.phase = Phase::Restoring;
+            k.epoch = k.epoch.wrapping_add(1);
+        }
+        self.counts.resumed += 1;
+        let epoch = self.slab[c as usize].epoch;
+        self.events
+            .push(self.now + delay, Ev::Transition { c, epoch });
+    }
+
+    /// Kill container `c`: its work is lost and the task goes back to its job, or fails
+    /// the job once it has used its attempts.
+    pub fn kill(&mut self, c: u32) {
+        let k = &self.slab[c as usize];
+        if !k.live || k.phase == Phase::Killing {
+            return;
+        }
+        self.set_speed(c, 0.0);
+        let k = &mut self.slab[c as usize];
+        k.phase = Phase::Killing;
+        k.state = ContainerState::Killed;
+        let epoch = k.epoch;
+        self.counts.killed += 1;
+        let at = self.now + self.cfg.costs.kill_delay();
+        self.events.push(at, Ev::Killed { c, epoch });
+    }
+
+    fn remove(&mut self, c: u32) -> Released {
+        let k = &mut self.slab[c as usize];
+        k.live = false;
+        k.epoch = k.epoch.wrapping_add(1);
+        let r = Released {
+            container: c,
+            node: k.node,
+            job: k.job,
+            shape: k.allocated,
+        };
+        let list = &mut self.nodes[r.node as usize].containers;
+        if let Some(p) = list.iter().position(|&x| x == c) {
+            list.swap_remove(p);
+        }
+        self.util.alloc_milli -= r.shape.vcores as i64 * 1000;
+        self.util.eff_milli -= self.slab[c as usize].eff_milli;
+        self.slab[c as usize].eff_milli = 0;
+        self.free_slots.push(c);
+        self.live_containers -= 1;
+        self.jobs[r.job as usize].running -= 1;
+        self.last_progress = self.now;
+        r
+    }
+
+    fn close_job(&mut self, job: u32) {
+        let r = &mut self.jobs[job as usize];
+        if r.finish == NONE {
+            r.finish = self.now;
+            self.jobs_closed += 1;
+        }
+    }
+
+    /// Fail `job`: drop its pending tasks and kill what still runs, as YARN does when an
+    /// application fails.
+    fn fail_job(&mut self, job: u32) {
+        self.jobs[job as usize].failed = true;
+        self.jobs[job as usize].retry.clear();
+        self.close_job(job);
+        let victims: Vec<u32> = (0..self.slab.len() as u32)
+            .filter(|&c| {
+                let k = &self.slab[c as usize];
+                k.live && k.job == job && k.phase != Phase::Killing
+            })
+            .collect();
+        for c in victims {
+            self.kill(c);
+        }
+    }
+
+    /// Effective and allocated shares of the cluster's vcores right now.
+    pub fn utilization(&self) -> (f64, f64) {
+        let cap = self.util.capacity_milli.max(1) as f64;
+        (
+            self.util.alloc_milli as f64 / cap,
+            self.util.eff_milli as f64 / cap,
+        )
+    }
+
+    pub fn containers(&self) -> impl Iterator<Item = (u32, &Container)> {
+        self.slab
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| k.live)
+            .map(|(i, k)| (i as u32, k))
+    }
+}
+
+/// Run a scheduler over the whole workload. `progress` is told the number of finished
+/// jobs every so often.
+pub(crate) fn run<S: Scheduler>(
+    core: &mut Core<'_, S::Msg>,
+    sched: &mut S,
+    progress: &dyn Fn(u64),
+) -> Result<(), EngineError> {
+    sched.start(core);
+    while let Some((t, ev)) = core.events.pop() {
+        debug_assert!(t >= core.now, "time went backwards");
+        // A container that changed speed or ended leaves its old events behind; they must
+        // not move the clock (a throttled container's end can lie far in the future).
+        if let Ev::TaskEnd { c, epoch } | Ev::Transition { c, epoch } | Ev::Killed { c, epoch } = ev
+        {
+            let k = &core.slab[c as usize];
+            if !k.live || k.epoch != epoch {
+                continue;
+            }
+        }
+        core.now = t;
+        core.events_run += 1;
+        if core.events_run & 0xffff == 0 {
+            progress(core.jobs_closed as u64);
+        }
+        match ev {
+            Ev::Arrival(j) => {
+                core.jobs[j as usize].arrived = true;
+                if let Some(next) = core.wl.jobs.get(core.next_arrival) {
+                    let at = next.arrival;
+                    core.events.push(at, Ev::Arrival(core.next_arrival as u32));
+                    core.next_arrival += 1;
+                }
+                sched.job_arrived(core, j);
+            }
+            Ev::TaskEnd { c, .. } => {
+                core.advance(c);
+                let job = core.slab[c as usize].job;
+                let r = core.remove(c);
+                let jr = &mut core.jobs[job as usize];
+                jr.done += 1;
+                if jr.done == core.wl.jobs[job as usize].num_tasks && !jr.failed {
+                    core.close_job(job);
+                }
+                sched.released(core, r);
+            }
+            Ev::Transition { c, .. } => {
+                let k = &core.slab[c as usize];
+                let (phase, alloc, current) = (k.phase, k.allocated, k.current);
+                core.slab[c as usize].phase = Phase::Steady;
+                // Reducing: memory is now gone and the container may start swapping.
+                // Restoring: memory is back and the CPU limit is lifted.
+                if matches!(phase, Phase::Reducing | Phase::Restoring) {
+                    let s = core.cfg.costs.speed(alloc, current);
+                    core.set_speed(c, s);
+                }
+                sched.transition_done(core, c);
+            }
+            Ev::Killed { c, .. } => {
+                let k = &core.slab[c as usize];
+                let (job, task, attempts) = (k.job, k.task, k.attempts);
+                let r = core.remove(c);
+                let attempts = attempts.saturating_add(1);
+                let jr = &core.jobs[job as usize];
+                if !jr.failed {
+                    if attempts as u32 >= core.cfg.max_task_attempts {
+                        core.counts.failed_tasks += 1;
+                        core.fail_job(job);
+                    } else {
+                        let now = core.now;
+                        core.jobs[job as usize].retry.push((task, attempts, now));
+                    }
+                }
+                sched.released(core, r);
+            }
+            Ev::Sample => {
+                let (alloc, eff) = core.utilization();
+                core.util.samples.push((core.now, alloc, eff));
+                if !core.all_done() {
+                    // Nothing runs, nothing is due, or nothing happened for a month:
+                    // nothing ever will.
+                    if core.live_containers == 0
+                        && core.next_arrival >= core.wl.jobs.len()
+                        && (core.events.is_empty() || core.now - core.last_progress > STALL)
+                    {
+                        return Err(EngineError::Stalled {
+                            at_secs: crate::sim::workload::to_secs(core.now),
+                            stuck: core.jobs.len() - core.jobs_closed,
+                        });
+                    }
+                    let at = core.now + core.sample_every;
+                    core.events.push(at, Ev::Sample);
+                }
+            }
+            Ev::Sched(m) => {
+                sched.message(core, m);
+                if let Some(why) = core.abort.take() {
+                    return Err(EngineError::Aborted(why));
+                }
+            }
+        }
+    }
+    progress(core.jobs_closed as u64);
+    Ok(())
+}

@@ -1,0 +1,338 @@
+//! A central ResourceManager as YARN runs it: leaf queues with guaranteed and maximum
+//! capacity, FIFO order within a queue, and the most under-served queue first (the
+//! capacity scheduler). `fifo` is one queue; `reserve` is BIG-C's static reservation;
+//! `capacity+<policy>` adds a preemption policy from src/policy/ that runs every
+//! monitoring interval on a [`ClusterView`](crate::cluster::ClusterView) of the
+//! simulated cluster.
+
+use std::collections::VecDeque;
+
+use crate::cluster::{JobClass, Partition};
+use crate::resources::Resource;
+use crate::sim::bridge::{PolicyBridge, SimAction, ViewBuilder};
+use crate::sim::engine::{Core, Released, Scheduler, TaskRef};
+use crate::sim::sched::QueueSpec;
+use crate::sim::workload::{MICROS_PER_MILLI, Time};
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Msg {
+    /// The client's submission reached the RM.
+    Submit(u32),
+    /// The RM's container allocation reached the NodeManager.
+    Launch { job: u32, task: TaskRef, node: u32 },
+    /// A NodeManager heartbeat told the RM a container is gone.
+    Freed {
+        node: u32,
+        job: u32,
+        shape: Resource,
+    },
+    /// The preemption monitor's tick.
+    Monitor,
+}
+
+pub(crate) struct Leaf {
+    pub spec: QueueSpec,
+    pub guaranteed: Resource,
+    pub maximum: Resource,
+    pub used: Resource,
+    /// Jobs with pending tasks, in submission order.
+    pub apps: VecDeque<u32>,
+}
+
+pub(crate) struct Central {
+    pub leaves: Vec<Leaf>,
+    /// Leaf of every workload queue that names one, and the leaf of each job class.
+    by_name: Vec<Option<u16>>,
+    by_class: [u16; 2],
+    pub advertised: Vec<Resource>,
+    pub allocated: Vec<Resource>,
+    /// Jobs currently in some leaf's `apps`.
+    queued: Vec<bool>,
+    /// Scratch for `schedule`: leaves that cannot allocate more this pass.
+    blocked: Vec<bool>,
+    /// Nodes with some room left, and each node's position in it.
+    room: Vec<u32>,
+    room_pos: Vec<u32>,
+    cluster: Resource,
+    policy: Option<(PolicyBridge, Time)>,
+    view: ViewBuilder,
+    allocations: u64,
+    ticks: u64,
+    actions: u64,
+}
+
+const NOT_IN: u32 = u32::MAX;
+
+impl Central {
+    pub fn new(
+        core: &Core<'_, Msg>,
+        leaves: Vec<QueueSpec>,
+        policy: Option<(PolicyBridge, Time)>,
+    ) -> Central {
+        let n = core.nodes.len();
+        let cluster = core
+            .nodes
+            .iter()
+            .fold(Resource::ZERO, |a, x| a + x.capacity);
+        let leaves: Vec<Leaf> = leaves
+            .into_iter()
+            .map(|spec| Leaf {
+                guaranteed: cluster.scale(spec.capacity),
+                maximum: cluster.scale(spec.maximum),
+                spec,
+                used: Resource::ZERO,
+                apps: VecDeque::new(),
+            })
+            .collect();
+        // A job goes to the leaf named like its workload queue, else to the leaf of its
+        // class, else to the first leaf.
+        let by_name: Vec<Option<u16>> = core
+            .wl
+            .queues
+            .iter()
+            .map(|name| {
+                leaves
+                    .iter()
+                    .position(|l| {
+                        l.spec.name == *name || l.spec.name.rsplit('.').next() == Some(name)
+                    })
+                    .map(|i| i as u16)
+            })
+            .collect();
+        let by_class = [JobClass::Short, JobClass::Long].map(|c| {
+            leaves
+                .iter()
+                .position(|l| l.spec.class == Some(c))
+                .unwrap_or(0) as u16
+        });
+        let room: Vec<u32> = (0..n as u32).collect();
+        let room_pos = (0..n as u32).collect();
+        Central {
+            blocked: vec![false; leaves.len()],
+            leaves,
+            by_name,
+            by_class,
+            queued: vec![false; core.wl.jobs.len()],
+            advertised: core.nodes.iter().map(|x| x.capacity).collect(),
+            allocated: vec![Resource::ZERO; n],
+            room,
+            room_pos,
+            cluster,
+            policy,
+            view: ViewBuilder::new(core.nodes.len()),
+            allocations: 0,
+            ticks: 0,
+            actions: 0,
+        }
+    }
+
+    fn leaf_of(&self, core: &Core<'_, Msg>, job: u32) -> usize {
+        let spec = &core.wl.jobs[job as usize];
+        let leaf = self.by_name.get(spec.queue as usize).copied().flatten();
+        leaf.unwrap_or(self.by_class[(spec.class == JobClass::Long) as usize]) as usize
+    }
+
+    fn free(&self, node: u32) -> Resource {
+        self.advertised[node as usize].saturating_sub(self.allocated[node as usize])
+    }
+
+    fn update_room(&mut self, node: u32) {
+        let f = self.free(node);
+        let has = f.vcores > 0 && f.memory_mb > 0;
+        let pos = self.room_pos[node as usize];
+        if has && pos == NOT_IN {
+            self.room_pos[node as usize] = self.room.len() as u32;
+            self.room.push(node);
+        } else if !has && pos != NOT_IN {
+            let last = *self.room.last().unwrap_or(&node);
+            self.room.swap_remove(pos as usize);
+            if last != node {
+                self.room_pos[last as usize] = pos;
+            }
+            self.room_pos[node as usize] = NOT_IN;
+        }
+    }
+
+    /// A node the shape fits on, or `None`. Short-partition nodes (Dice) take no long
+    /// containers.
+    fn find_node(&self, core: &Core<'_, Msg>, shape: Resource, class: JobClass) -> Option<u32> {
+        self.room.iter().copied().find(|&n| {
+            shape.fits_in(&self.free(n))
+                && !(class == JobClass::Long
+                    && core.nodes[n as usize].partition == Partition::Short)
+        })
+    }
+
+    /// The capacity scheduler's loop: hand out containers while some queue under its
+    /// maximum has a pending container that fits somewhere.
+    fn schedule(&mut self, core: &mut Core<'_, Msg>) {
+        let mut blocked = std::mem::take(&mut self.blocked);
+        blocked.iter_mut().for_each(|b| *b = false);
+        self.allocate(core, &mut blocked);
+        self.blocked = blocked;
+    }
+
+    fn allocate(&mut self, core: &mut Core<'_, Msg>, blocked: &mut [bool]) {
+        loop {
+            // Most under-served queue first: lowest used / guaranteed (dominant share).
+            let mut best: Option<(f64, usize)> = None;
+            for (i, l) in self.leaves.iter_mut().enumerate() {
+                if blocked[i] {
+                    continue;
+                }
+                while let Some(&j) = l.apps.front() {
+                    if core.pending(j) > 0 {
+                        break;
+                    }
+                    l.apps.pop_front();
+                    self.queued[j as usize] = false;
+                }
+                if l.apps.is_empty() {
+                    continue;
+                }
+                let g = l.guaranteed.dominant_share(&self.cluster).max(1e-9);
+                let key = l.used.dominant_share(&self.cluster) / g;
+                if best.is_none_or(|(b, _)| key < b) {
+                    best = Some((key, i));
+                }
+            }
+            let Some((_, qi)) = best else { return };
+            let job = self.leaves[qi].apps[0];
+            let Some(shape) = core.peek_shape(job) else {
+                self.leaves[qi].apps.pop_front();
+                self.queued[job as usize] = false;
+                continue;
+            };
+            let leaf = &self.leaves[qi];
+            if !(leaf.used + shape).fits_in(&leaf.maximum) {
+                blocked[qi] = true;
+                continue;
+            }
+            let class = core.wl.jobs[job as usize].class;
+            let Some(node) = self.find_node(core, shape, class) else {
+                blocked[qi] = true;
+                continue;
+            };
+            let Some(task) = core.take_task(job) else {
+                continue;
+            };
+            self.allocated[node as usize] += shape;
+            self.leaves[qi].used += shape;
+            self.update_room(node);
+            self.allocations += 1;
+            core.send(Msg::Launch { job, task, node });
+        }
+    }
+
+    fn monitor(&mut self, core: &mut Core<'_, Msg>) {
+        let Some((bridge, interval)) = &mut self.policy else {
+            return;
+        };
+        let interval = *interval;
+        self.ticks += 1;
+        let view = match self.view.build(core, &self.leaves, &self.advertised) {
+            Ok(v) => v,
+            Err(e) => {
+                core.abort(format!("building the cluster view: {e}"));
+                return;
+            }
+        };
+        let actions = match bridge.decide(&view, &self.view, core.now / MICROS_PER_MILLI) {
+            Ok(a) => a,
+            Err(e) => {
+                core.abort(e);
+                return;
+            }
+        };
+        let mut changed = false;
+        for a in actions {
+            self.actions += 1;
+            match a {
+                SimAction::Suspend { container, to } => core.reduce(container, to, true),
+                SimAction::Shrink { container, to } => core.reduce(container, to, false),
+                SimAction::Resume { container, to } => core.restore(container, to),
+                SimAction::Kill { container } => core.kill(container),
+                SimAction::SetNodeCapacity { node, advertised } => {
+                    self.advertised[node as usize] = advertised;
+                    self.update_room(node);
+                    changed = true;
+                }
+                SimAction::SetNodePartition { node, partition } => {
+                    core.nodes[node as usize].partition = partition;
+                    changed = true;
+                }
+            }
+        }
+        if changed {
+            self.schedule(core);
+        }
+        if !core.all_done() {
+            core.after(interval, Msg::Monitor);
+        }
+    }
+}
+
+impl Scheduler for Central {
+    type Msg = Msg;
+
+    fn start(&mut self, core: &mut Core<'_, Msg>) {
+        if let Some((_, interval)) = &self.policy {
+            let first = core.wl.span().0 + *interval;
+            core.at(first, Msg::Monitor);
+        }
+    }
+
+    fn job_arrived(&mut self, core: &mut Core<'_, Msg>, job: u32) {
+        core.send(Msg::Submit(job));
+    }
+
+    fn message(&mut self, core: &mut Core<'_, Msg>, msg: Msg) {
+        match msg {
+            Msg::Submit(job) => {
+                let q = self.leaf_of(core, job);
+                self.leaves[q].apps.push_back(job);
+                self.queued[job as usize] = true;
+                self.schedule(core);
+            }
+            Msg::Launch { job, task, node } => {
+                core.launch(job, task, node);
+            }
+            Msg::Freed { node, job, shape } => {
+                self.allocated[node as usize] -= shape;
+                let q = self.leaf_of(core, job);
+                self.leaves[q].used -= shape;
+                self.update_room(node);
+                // A killed task is pending again; its job may have left the queue.
+                if core.pending(job) > 0 && !self.queued[job as usize] {
+                    insert_by_arrival(&mut self.leaves[q].apps, job);
+                    self.queued[job as usize] = true;
+                }
+                self.schedule(core);
+            }
+            Msg::Monitor => self.monitor(core),
+        }
+    }
+
+    fn released(&mut self, core: &mut Core<'_, Msg>, r: Released) {
+        core.send(Msg::Freed {
+            node: r.node,
+            job: r.job,
+            shape: r.shape,
+        });
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let mut v = vec![("allocations", self.allocations)];
+        if self.policy.is_some() {
+            v.push(("policy ticks", self.ticks));
+            v.push(("policy actions", self.actions));
+        }
+        v
+    }
+}
+
+/// Jobs are indexed in arrival order, so a resubmitted job goes back to its place.
+fn insert_by_arrival(q: &mut VecDeque<u32>, job: u32) {
+    let pos = q.partition_point(|&j| j < job);
+    q.insert(pos, job);
+}
