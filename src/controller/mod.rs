@@ -1,2 +1,5 @@
 //! The controller: observe YARN, decide with a policy, act through the agents.
 pub mod cli;
+pub mod demo;
+pub mod hub;
+pub mod logs;

@@ -1,0 +1,399 @@
+//! What the controller tells the outside: the preemption log records, tick summaries,
+//! the latest status and the counters behind `/metrics`. The tick loop writes here; the
+//! API, the dashboard, `preemptor logs` and the demo read from here.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+
+use crate::cluster::{ContainerState, JobClass, Partition};
+use crate::resources::{Limits, Resource};
+
+/// How an action ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "camelCase")]
+pub enum Outcome {
+    /// The agent or the RM confirmed the target state.
+    Applied,
+    /// `observe_only`: logged, not carried out.
+    Observed,
+    /// Not carried out; it is retried next tick while the plan still wants it.
+    Failed { reason: String },
+}
+
+/// One line of the preemption log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActionRecord {
+    /// Unix time in milliseconds when the outcome was known.
+    pub at_ms: u64,
+    /// The policy that chose the action (`graceful`, `kill`, ...).
+    pub policy: String,
+    /// `suspend`, `shrink`, `resume`, `kill`, `set-node-capacity`, `set-node-partition`.
+    pub action: String,
+    pub container: Option<String>,
+    pub application: Option<String>,
+    pub queue: Option<String>,
+    pub node: Option<String>,
+    /// Rendered limits, capacity or partition before and after, e.g.
+    /// `<4096 MB, 2 vcores>` -> `<64 MB, 0.010 vcores>`.
+    pub before: String,
+    pub after: String,
+    pub reason: String,
+    /// From the event that triggered the tick (a submission, an agent event, the timer)
+    /// to the outcome.
+    pub latency_ms: Option<u64>,
+    pub outcome: Outcome,
+}
+
+/// What one observe -> decide -> act round did.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TickSummary {
+    pub at_ms: u64,
+    /// `timer`, `submission`, `agent-event`, `reload`, `shutdown`.
+    pub trigger: String,
+    pub duration_ms: f64,
+    pub actions: usize,
+    pub failed: usize,
+}
+
+/// Everything the controller streams on `/api/v1/events`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum ControllerEvent {
+    Action(Box<ActionRecord>),
+    Tick(TickSummary),
+    /// A short application got its first container after waiting `wait_ms`.
+    ShortWait {
+        at_ms: u64,
+        application: String,
+        wait_ms: u64,
+    },
+    /// Something an operator should see that is not an action: the RM unreachable, a
+    /// schema surprise, an agent down.
+    Warning {
+        at_ms: u64,
+        message: String,
+    },
+}
+
+impl ControllerEvent {
+    /// The SSE `event:` name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ControllerEvent::Action(_) => "action",
+            ControllerEvent::Tick(_) => "tick",
+            ControllerEvent::ShortWait { .. } => "short-wait",
+            ControllerEvent::Warning { .. } => "warning",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueStatus {
+    pub path: String,
+    pub class: Option<JobClass>,
+    pub guaranteed: Resource,
+    pub maximum: Resource,
+    pub used: Resource,
+    pub pending: Resource,
+    pub preemption_disabled: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerRow {
+    pub id: String,
+    pub application: String,
+    pub queue: String,
+    pub allocated: Resource,
+    pub current: Limits,
+    pub state: ContainerState,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeStatus {
+    pub id: String,
+    pub capacity: Resource,
+    pub advertised: Resource,
+    pub partition: Partition,
+    /// The agent that acts on this node, if one is known.
+    pub agent: Option<String>,
+    pub agent_reachable: bool,
+    pub containers: Vec<ContainerRow>,
+}
+
+/// `/api/v1/status`: the latest observation and what Preemptor holds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusReport {
+    pub at_ms: u64,
+    pub policy: String,
+    pub observe_only: bool,
+    /// The RM address that answered last.
+    pub rm: String,
+    pub rm_reachable: bool,
+    pub queues: Vec<QueueStatus>,
+    pub nodes: Vec<NodeStatus>,
+    /// Containers currently suspended, and shrunk, across the cluster.
+    pub suspended: usize,
+    pub shrunk: usize,
+    /// Resources currently held back from long jobs.
+    pub reclaimed: Resource,
+}
+
+/// A Prometheus histogram with fixed upper bounds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Histogram {
+    pub bounds: Vec<f64>,
+    /// Cumulative-free counts per bucket; `counts[bounds.len()]` is `+Inf`.
+    pub counts: Vec<u64>,
+    pub sum: f64,
+    pub count: u64,
+}
+
+impl Histogram {
+    pub fn new(bounds: &[f64]) -> Histogram {
+        Histogram {
+            bounds: bounds.to_vec(),
+            counts: vec![0; bounds.len() + 1],
+            sum: 0.0,
+            count: 0,
+        }
+    }
+
+    pub fn observe(&mut self, v: f64) {
+        let i = self
+            .bounds
+            .iter()
+            .position(|b| v <= *b)
+            .unwrap_or(self.bounds.len());
+        self.counts[i] += 1;
+        self.sum += v;
+        self.count += 1;
+    }
+}
+
+/// Counters behind `/metrics`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Metrics {
+    /// Applied actions by (policy, action).
+    pub actions: BTreeMap<(String, String), u64>,
+    /// Failed actions by (policy, action).
+    pub failures: BTreeMap<(String, String), u64>,
+    /// Memory and vcores held back, integrated over time (MB·s, vcore·s).
+    pub reclaimed_mb_seconds: f64,
+    pub reclaimed_vcore_seconds: f64,
+    /// Seconds a short application waited for its first container.
+    pub short_wait_seconds: Histogram,
+    /// Seconds one tick took, observe to record.
+    pub tick_seconds: Histogram,
+    pub ticks: u64,
+    pub rm_errors: u64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            actions: BTreeMap::new(),
+            failures: BTreeMap::new(),
+            reclaimed_mb_seconds: 0.0,
+            reclaimed_vcore_seconds: 0.0,
+            short_wait_seconds: Histogram::new(&[
+                0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+            ]),
+            tick_seconds: Histogram::new(&[
+                0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+            ]),
+            ticks: 0,
+            rm_errors: 0,
+        }
+    }
+}
+
+/// Shared between the tick loop (writer) and every reader. Cheap to clone.
+#[derive(Clone)]
+pub struct Hub {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    events: broadcast::Sender<ControllerEvent>,
+    status: RwLock<Arc<StatusReport>>,
+    metrics: Mutex<Metrics>,
+}
+
+/// Events a slow SSE reader may fall behind by before it misses some.
+const EVENT_BUFFER: usize = 4096;
+
+impl Default for Hub {
+    fn default() -> Self {
+        Hub::new()
+    }
+}
+
+impl Hub {
+    pub fn new() -> Hub {
+        let (events, _) = broadcast::channel(EVENT_BUFFER);
+        Hub {
+            inner: Arc::new(Inner {
+                events,
+                status: RwLock::new(Arc::new(StatusReport::default())),
+                metrics: Mutex::new(Metrics::default()),
+            }),
+        }
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<ControllerEvent> {
+        self.inner.events.subscribe()
+    }
+
+    /// Counts the action, writes it to the preemption log target and streams it.
+    pub fn record_action(&self, record: ActionRecord) {
+        {
+            let mut m = self.metrics_lock();
+            let key = (record.policy.clone(), record.action.clone());
+            match record.outcome {
+                Outcome::Applied => *m.actions.entry(key).or_insert(0) += 1,
+                Outcome::Failed { .. } => *m.failures.entry(key).or_insert(0) += 1,
+                Outcome::Observed => {}
+            }
+        }
+        self.publish(ControllerEvent::Action(Box::new(record)));
+    }
+
+    pub fn record_tick(&self, summary: TickSummary) {
+        self.metrics_lock()
+            .tick_seconds
+            .observe(summary.duration_ms / 1000.0);
+        self.metrics_lock().ticks += 1;
+        self.publish(ControllerEvent::Tick(summary));
+    }
+
+    pub fn record_short_wait(&self, at_ms: u64, application: String, wait_ms: u64) {
+        self.metrics_lock()
+            .short_wait_seconds
+            .observe(wait_ms as f64 / 1000.0);
+        self.publish(ControllerEvent::ShortWait {
+            at_ms,
+            application,
+            wait_ms,
+        });
+    }
+
+    pub fn warn(&self, at_ms: u64, message: String) {
+        self.publish(ControllerEvent::Warning { at_ms, message });
+    }
+
+    /// Adds `held` (what is reclaimed right now) integrated over `seconds`.
+    pub fn add_reclaimed(&self, held: Resource, seconds: f64) {
+        let mut m = self.metrics_lock();
+        m.reclaimed_mb_seconds += held.memory_mb as f64 * seconds;
+        m.reclaimed_vcore_seconds += held.vcores as f64 * seconds;
+    }
+
+    pub fn count_rm_error(&self) {
+        self.metrics_lock().rm_errors += 1;
+    }
+
+    pub fn set_status(&self, status: StatusReport) {
+        let mut s = self
+            .inner
+            .status
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *s = Arc::new(status);
+    }
+
+    pub fn status(&self) -> Arc<StatusReport> {
+        self.inner
+            .status
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    pub fn metrics(&self) -> Metrics {
+        self.metrics_lock().clone()
+    }
+
+    fn publish(&self, event: ControllerEvent) {
+        // No subscriber is not an error: the log goes to tracing regardless.
+        let _ = self.inner.events.send(event);
+    }
+
+    fn metrics_lock(&self) -> std::sync::MutexGuard<'_, Metrics> {
+        self.inner
+            .metrics
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(outcome: Outcome) -> ActionRecord {
+        ActionRecord {
+            at_ms: 1,
+            policy: "graceful".into(),
+            action: "shrink".into(),
+            container: Some("container_1_0001_01_000002".into()),
+            application: Some("application_1_0001".into()),
+            queue: Some("root.long".into()),
+            node: Some("nm1:8042".into()),
+            before: "<4096 MB, 2 vcores>".into(),
+            after: "<2048 MB, 1 vcores>".into(),
+            reason: "queue root.short under guarantee".into(),
+            latency_ms: Some(12),
+            outcome,
+        }
+    }
+
+    #[test]
+    fn actions_are_counted_by_outcome_and_streamed() {
+        let hub = Hub::new();
+        let mut rx = hub.subscribe();
+        hub.record_action(record(Outcome::Applied));
+        hub.record_action(record(Outcome::Failed {
+            reason: "agent timed out".into(),
+        }));
+        hub.record_action(record(Outcome::Observed));
+        let m = hub.metrics();
+        let key = ("graceful".to_string(), "shrink".to_string());
+        assert_eq!(m.actions.get(&key), Some(&1));
+        assert_eq!(m.failures.get(&key), Some(&1));
+        for _ in 0..3 {
+            assert_eq!(rx.try_recv().map(|e| e.name()), Ok("action"));
+        }
+    }
+
+    #[test]
+    fn histogram_puts_values_in_the_first_bucket_that_holds_them() {
+        let mut h = Histogram::new(&[1.0, 5.0]);
+        h.observe(0.5);
+        h.observe(1.0);
+        h.observe(3.0);
+        h.observe(60.0);
+        assert_eq!(h.counts, vec![2, 1, 1]);
+        assert_eq!(h.count, 4);
+        assert!((h.sum - 64.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn events_round_trip_as_tagged_json() {
+        let e = ControllerEvent::Action(Box::new(record(Outcome::Failed {
+            reason: "busy".into(),
+        })));
+        let json = serde_json::to_string(&e).unwrap();
+        assert!(json.contains(r#""type":"action""#), "{json}");
+        let back: ControllerEvent = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, e);
+    }
+}
