@@ -255,6 +255,7 @@ impl Hub {
 
     /// Counts the action, writes it to the preemption log target and streams it.
     pub fn record_action(&self, record: ActionRecord) {
+        super::log::emit(&record);
         {
             let mut m = self.metrics_lock();
             let key = (record.policy.clone(), record.action.clone());

@@ -1,5 +1,7 @@
 //! The controller: observe YARN, decide with a policy, act through the agents.
+pub mod api;
 pub mod cli;
 pub mod demo;
 pub mod hub;
+pub mod log;
 pub mod logs;
