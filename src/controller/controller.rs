@@ -613,6 +613,12 @@ impl Loop {
         for n in &plan.notes {
             tracing::info!(note = %n, "policy");
         }
+        tracing::debug!(
+            trigger = trigger.kind,
+            since_trigger_ms = trigger.at.elapsed().as_millis() as u64,
+            actions = plan.actions.len(),
+            "decided"
+        );
         let done = self
             .executor
             .execute(&view, &plan, trigger, &mut self.memory)
