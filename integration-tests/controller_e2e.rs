@@ -100,7 +100,7 @@ impl Cluster {
 }
 
 /// 2 NodeManagers of 4 GB and 8 vcores, memory-bound: a long job's 1 GB AM and seven
-/// 1 GB tasks fill them and five more tasks wait.
+/// 1 GB tasks fill them.
 async fn long_jobs_fill_the_cluster(test: &str) -> Option<Cluster> {
     let docker = docker_or_skip(test).await?;
     let image = TestImage::build(&docker, "preemptor-ctl").await;
@@ -109,7 +109,7 @@ async fn long_jobs_fill_the_cluster(test: &str) -> Option<Cluster> {
     config.image = Some(image.tag.clone());
     config.heartbeat_interval = Duration::from_millis(200);
     config.cpu_scale = 0.1;
-    config.min_allocation = Resource::new(512, 1);
+    config.min_allocation = Resource::new(64, 1);
     let started = Emulator::start(config).await.expect("emulator starts");
     let emulator = EmulatorGuard {
         docker: docker.clone(),
@@ -125,7 +125,7 @@ async fn long_jobs_fill_the_cluster(test: &str) -> Option<Cluster> {
     };
     let spec = WorkloadSpec::parse(
         r#"{"kernel":"burn","args":["--iterations","0","--rounds-millions","1","--memory-mb","4"],
-            "tasks":12,"memoryMb":1024,"vcores":1}"#,
+            "tasks":7,"memoryMb":1024,"vcores":1}"#,
     )
     .expect("spec");
     let app: ApplicationId = submit(
@@ -166,7 +166,7 @@ async fn long_jobs_fill_the_cluster(test: &str) -> Option<Cluster> {
 fn short_spec() -> WorkloadSpec {
     WorkloadSpec::parse(
         r#"{"kernel":"burn","args":["--iterations","0","--rounds-millions","1","--memory-mb","4"],
-            "tasks":1,"memoryMb":512,"vcores":1}"#,
+            "tasks":1,"memoryMb":448,"vcores":1}"#,
     )
     .expect("spec")
 }
@@ -230,6 +230,12 @@ async fn stop(c: Cluster) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_throttles_long_containers_for_short_jobs_and_restores_them_on_shutdown() {
     let test = "controller_throttles_long_containers_for_short_jobs_and_restores_them_on_shutdown";
+    if std::env::var_os("CONTROLLER_E2E_TRACE").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("preemptor=debug")
+            .with_test_writer()
+            .try_init();
+    }
     let Some(cluster) = long_jobs_fill_the_cluster(test).await else {
         return;
     };
@@ -245,27 +251,45 @@ async fn controller_throttles_long_containers_for_short_jobs_and_restores_them_o
         "nothing to do before short work arrives"
     );
 
+    // Each round starts from a full cluster: one short job needs exactly one suspended
+    // long container (448 MB AM + 448 MB task in the 960 MB it frees), is killed once it
+    // runs, and the controller resumes the container before the next round.
+    let rm = preemptor::yarn::RmClient::new(&cluster.controller_config(30_000).settings.rm)
+        .expect("rm client");
     let mut latencies = Vec::new();
     for i in 0..3 {
-        let before = cluster.throttled().len();
         let t0 = Instant::now();
         let app: ApplicationId = submit(
             &proxy,
             &format!("tpch-q6-{i}"),
             "short",
             &short_spec(),
-            Resource::new(512, 1),
+            Resource::new(448, 1),
         )
         .await
         .parse()
         .expect("application id");
-        wait_for_more_throttled(&cluster, before, Duration::from_secs(20)).await;
+        wait_for_more_throttled(&cluster, 0, Duration::from_secs(20)).await;
         // From before the client's new-application call: an upper bound on the time
         // from the proxy seeing the submission.
         latencies.push(t0.elapsed().as_secs_f64() * 1000.0);
         wait_short_running(&cluster, app).await;
-        // Let the short job's own requests settle before the next submission.
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        if i == 2 {
+            break;
+        }
+        rm.kill_app(&app).await.expect("kill the short job");
+        let t1 = Instant::now();
+        while !cluster.throttled().is_empty() {
+            assert!(
+                t1.elapsed() < Duration::from_secs(20),
+                "the long containers were not resumed after the short job left"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        println!(
+            "short job gone -> long containers resumed in {:?}",
+            t1.elapsed()
+        );
     }
     latencies.sort_by(f64::total_cmp);
     println!(

@@ -617,6 +617,7 @@ impl Loop {
             trigger = trigger.kind,
             since_trigger_ms = trigger.at.elapsed().as_millis() as u64,
             actions = plan.actions.len(),
+            apps = view.apps.len(),
             "decided"
         );
         let done = self
