@@ -391,3 +391,125 @@ async fn a_controller_killed_without_shutdown_leaves_nothing_throttled_after_the
     assert_all_original(&cluster);
     stop(cluster).await;
 }
+
+/// The real binary: SIGTERM resumes everything before the agent's lease could.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_makes_the_controller_binary_resume_everything_and_exit() {
+    let test = "sigterm_makes_the_controller_binary_resume_everything_and_exit";
+    let Some(cluster) = long_jobs_fill_the_cluster(test).await else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let conf = dir.path();
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/hadoop-conf/capacity-scheduler.xml"
+        ),
+        conf.join("capacity-scheduler.xml"),
+    )
+    .expect("copy capacity-scheduler.xml");
+    std::fs::write(conf.join("agent.token"), TOKEN).expect("token");
+    std::fs::write(conf.join("api.token"), "api-token").expect("token");
+    let props = [
+        (
+            "yarn.preemptor.rm.address",
+            cluster.h().rm_url().to_string(),
+        ),
+        ("yarn.preemptor.policy", "immediate".into()),
+        ("yarn.preemptor.monitoring-interval-ms", "1000".into()),
+        ("yarn.preemptor.natural-termination-factor", "1.0".into()),
+        ("yarn.preemptor.total-preemption-per-round", "1.0".into()),
+        (
+            "yarn.preemptor.agent.addresses",
+            format!("127.0.0.1={}", cluster.agent.url),
+        ),
+        (
+            "yarn.preemptor.agent.token-file",
+            conf.join("agent.token").display().to_string(),
+        ),
+        ("yarn.preemptor.agent.lease-timeout-ms", "60000".into()),
+        ("yarn.preemptor.controller.listen", "127.0.0.1:0".into()),
+        (
+            "yarn.preemptor.controller.token-file",
+            conf.join("api.token").display().to_string(),
+        ),
+    ];
+    let mut xml = String::from("<?xml version=\"1.0\"?>\n<configuration>\n");
+    for (k, v) in props {
+        xml.push_str(&format!(
+            "  <property><name>{k}</name><value>{v}</value></property>\n"
+        ));
+    }
+    xml.push_str("</configuration>\n");
+    std::fs::write(conf.join("preemptor-site.xml"), xml).expect("preemptor-site.xml");
+
+    let log = conf.join("controller.log");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_preemptor"))
+        .args(["controller", "--conf-dir"])
+        .arg(conf)
+        .env("RUST_LOG", "info")
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("spawning preemptor controller");
+    struct Reap(std::process::Child);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    // Killed and reaped however the test ends.
+    let mut child = Reap(child);
+    let pid = child.0.id() as i32;
+    let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
+
+    submit(
+        cluster.h().rm_url(),
+        "tpch-q6",
+        "short",
+        &short_spec(),
+        Resource::new(448, 1),
+    )
+    .await;
+    let t0 = Instant::now();
+    while cluster.throttled().is_empty() {
+        if let Ok(Some(status)) = child.0.try_wait() {
+            panic!("the controller exited ({status}):\n{}", read_log());
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "no throttle within 20 s:\n{}",
+            read_log()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // SAFETY: signalling our own child, which has not been reaped.
+    let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
+    assert_eq!(rc, 0, "kill -TERM {pid}");
+    let t1 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.0.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(
+            t1.elapsed() < Duration::from_secs(20),
+            "the controller did not exit on SIGTERM:\n{}",
+            read_log()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(status.success(), "exit {status}:\n{}", read_log());
+    // Well inside the 60 s lease: the controller itself put everything back.
+    assert_all_original(&cluster);
+    let restored = cluster
+        .h()
+        .inspect(|s| s.nodes.iter().all(|n| n.total == n.capacity));
+    assert!(restored, "advertised capacities restored:\n{}", read_log());
+    assert!(
+        read_log().contains("controller shutting down"),
+        "{}",
+        read_log()
+    );
+    stop(cluster).await;
+}

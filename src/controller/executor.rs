@@ -633,8 +633,16 @@ mod tests {
         );
         let calls = fake.calls.lock().unwrap().clone();
         let suspends = calls.iter().filter(|c| c.starts_with("suspend")).count();
-        let planned = plan.actions.iter().filter(|a| a.kind.verb() == "suspend").count();
-        assert_eq!(suspends, planned + 1, "only the failed one again: {calls:?}");
+        let planned = plan
+            .actions
+            .iter()
+            .filter(|a| a.kind.verb() == "suspend")
+            .count();
+        assert_eq!(
+            suspends,
+            planned + 1,
+            "only the failed one again: {calls:?}"
+        );
         assert_eq!(calls.first(), calls.last(), "{calls:?}");
         assert_eq!(AgentKind::Suspend.name(), "suspend");
     }
