@@ -286,7 +286,10 @@ async fn logs_cli_prints_the_recent_log_and_explains_failures() {
         .lines()
         .map(|l| serde_json::from_str(l).expect("one JSON record a line"))
         .collect();
-    assert_eq!(records, (1..=3).map(|n| action(&tag, n)).collect::<Vec<_>>());
+    assert_eq!(
+        records,
+        (1..=3).map(|n| action(&tag, n)).collect::<Vec<_>>()
+    );
 
     let refused = run_logs_cli(&["--controller", &url, "--token-file", &bad, "--follow"]).await;
     assert!(!refused.status.success());
@@ -324,7 +327,9 @@ fn chromium_or_skip(test: &str) -> Option<PathBuf> {
     });
     if found.is_none() {
         if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("{test}: headless Chromium is required under CI=true (apt-get install chromium)");
+            panic!(
+                "{test}: headless Chromium is required under CI=true (apt-get install chromium)"
+            );
         }
         eprintln!("SKIPPED {test}: no chromium on PATH (apt-get install chromium)");
     }
@@ -400,7 +405,10 @@ async fn chromium_on_dashboard(
     let url = format!(
         "{}/?token={}",
         server.url(),
-        TOKEN.replace('+', "%2B").replace('/', "%2F").replace('=', "%3D")
+        TOKEN
+            .replace('+', "%2B")
+            .replace('/', "%2F")
+            .replace('=', "%3D")
     );
     let child = tokio::process::Command::new(chromium)
         .args([

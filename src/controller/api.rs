@@ -1,5 +1,5 @@
 //! The controller's HTTP API: status, events (SSE), metrics and the dashboard.
-//! Read-only: every route is a GET. Documented in docs/controller-api.md.
+//! Read-only: every route is a GET. Documented in docs/dashboard.md.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -317,7 +317,7 @@ async fn not_found() -> ApiError {
     ApiError {
         status: StatusCode::NOT_FOUND,
         code: "not_found",
-        reason: "no such route; see docs/controller-api.md (/, /api/v1/status, \
+        reason: "no such route; see docs/dashboard.md (/, /api/v1/status, \
                  /api/v1/actions, /api/v1/events, /metrics, /healthz)"
             .into(),
     }

@@ -333,6 +333,7 @@ tr.live td { animation: flash 2s; }
 @keyframes flash { from { background: #fff6bf; } to { background: transparent; } }
 td.act.suspend, td.act.kill { color: #b91c1c; font-weight: 600; }
 td.act.shrink { color: #b45309; font-weight: 600; } td.act.resume { color: #15803d; font-weight: 600; }
+#log, .node { overflow-x: auto; }
 .bad { color: #b91c1c; } .empty { color: #6b7280; }
 svg text { font-size: 12px; fill: #1d2430; }
 rect.max { fill: #e5e7eb; } rect.used { fill: #2563eb; } rect.pending { fill: #93c5fd; }

@@ -156,10 +156,14 @@ impl ControllerClient {
         &self,
     ) -> Result<BoxStream<'static, Result<ControllerEvent, LogsError>>, LogsError> {
         let (url, resp) = self.get("/api/v1/events").await?;
-        let state = (resp.bytes_stream(), SseParser::default(), VecDeque::new(), url);
-        Ok(futures_util::stream::unfold(
-            Some(state),
-            |state| async move {
+        let state = (
+            resp.bytes_stream(),
+            SseParser::default(),
+            VecDeque::new(),
+            url,
+        );
+        Ok(
+            futures_util::stream::unfold(Some(state), |state| async move {
                 let (mut bytes, mut parser, mut queue, url) = state?;
                 loop {
                     if let Some(item) = queue.pop_front() {
@@ -188,9 +192,9 @@ impl ControllerClient {
                         None => return None,
                     }
                 }
-            },
+            })
+            .boxed(),
         )
-        .boxed())
     }
 }
 
@@ -222,9 +226,8 @@ impl Printed {
         }
         let text = match how.format {
             Format::Text => log::render(&record, how.colour),
-            Format::Json => serde_json::to_string(&record).map_err(|e| {
-                LogsError::Output(io::Error::new(io::ErrorKind::InvalidData, e))
-            })?,
+            Format::Json => serde_json::to_string(&record)
+                .map_err(|e| LogsError::Output(io::Error::new(io::ErrorKind::InvalidData, e)))?,
         };
         writeln!(out, "{text}")
             .and_then(|_| out.flush())
