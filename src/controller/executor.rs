@@ -180,27 +180,21 @@ impl Executor {
             out
         }))
         .await;
-        let mut troubled: BTreeSet<NodeId> = BTreeSet::new();
-        for (a, r) in groups.into_iter().flatten() {
-            if r.is_err()
-                && let Some(n) = &a.node
-            {
-                troubled.insert(n.clone());
-            }
-            results.push((a, r));
-        }
+        let mut container_results: Vec<(Action, Result<(), String>)> =
+            groups.into_iter().flatten().collect();
         for a in no_agent {
             let r = match &a.kind {
                 ActionKind::Kill { container } => self.rm_kill(container).await,
                 _ => Err("no agent is known for this node".to_string()),
             };
-            if r.is_err()
-                && let Some(n) = &a.node
-            {
-                troubled.insert(n.clone());
-            }
-            results.push((a, r));
+            container_results.push((a, r));
         }
+        let troubled: BTreeSet<NodeId> = container_results
+            .iter()
+            .filter(|(_, r)| r.is_err())
+            .filter_map(|(a, _)| a.node.clone())
+            .collect();
+        results.extend(container_results);
 
         for a in raising {
             let node = match &a.kind {
