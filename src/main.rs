@@ -21,7 +21,8 @@ capacity-scheduler.xml for queues and preemptor-site.xml for Preemptor's setting
 `preemptor check-config` to validate a configuration directory."
 )]
 struct Cli {
-    /// Log output format.
+    /// Log output format: `text` (the preemption log as plain lines) or `json` (one JSON
+    /// object a line, preemption records with their fields; see docs/preemption-log.md).
     #[arg(long, global = true, value_enum, default_value_t = LogFormatArg::Text, env = "PREEMPTOR_LOG_FORMAT")]
     log_format: LogFormatArg,
 

@@ -442,6 +442,35 @@ mod tests {
         assert_eq!(recent.missed, 0);
     }
 
+    #[tokio::test]
+    async fn a_lagging_event_stream_is_told_what_it_missed() {
+        let hub = Hub::new();
+        let resp = app(&hub)
+            .oneshot(
+                axum::http::Request::get("/api/v1/events?token=s3cr%2Bt/=")
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        // Subscribed when the handler answered; now overflow the hub's buffer unread.
+        for n in 0..5000 {
+            hub.record_action(action(n));
+        }
+        let mut body = resp.into_body();
+        let mut text = String::new();
+        while !text.contains("\n\n") {
+            let frame = body.frame().await.unwrap().unwrap();
+            if let Ok(data) = frame.into_data() {
+                text.push_str(&String::from_utf8_lossy(&data));
+            }
+        }
+        let first = text.split("\n\n").next().unwrap_or_default();
+        assert!(first.starts_with("event: warning\n"), "{first}");
+        assert!(first.contains("missed 904 events"), "{first}");
+    }
+
     #[test]
     fn recent_keeps_the_newest_and_counts_what_it_missed() {
         let hub = Hub::new();

@@ -177,10 +177,18 @@ fn log_row(h: &mut String, a: &ActionRecord) {
     };
     let opt = |v: &Option<String>| esc(v.as_deref().unwrap_or(""));
     let target = a.container.as_ref().or(a.node.as_ref());
+    let key = format!(
+        "{}|{}|{}",
+        a.at_ms,
+        a.action,
+        target.map_or("", String::as_str)
+    );
     let _ = write!(
         h,
-        "<tr class=\"{class}\"><td>{}</td><td>{}</td><td class=\"act {}\">{}</td><td>{}</td>\
+        "<tr class=\"{class}\" data-at=\"{}\" data-key=\"{}\"><td>{}</td><td>{}</td><td class=\"act {}\">{}</td><td>{}</td>\
          <td>{}</td><td>{}</td><td>{}</td><td>{} → {}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        a.at_ms,
+        esc(&key),
         utc_millis(a.at_ms),
         esc(&a.policy),
         esc(&a.action),
@@ -361,8 +369,13 @@ const SCRIPT: &str = r#"(function () {
     if (cls) td.className = cls;
     tr.appendChild(td);
   }
+  function key(a) { return a.atMs + "|" + a.action + "|" + (a.container || a.node || ""); }
+  var shown = new Set();
+  rows.querySelectorAll("tr[data-key]").forEach(function (tr) { shown.add(tr.dataset.key); });
   function row(a) {
     var tr = document.createElement("tr");
+    tr.dataset.at = a.atMs;
+    tr.dataset.key = key(a);
     var o = a.outcome || {};
     var outcome = o.status === "failed" ? "failed: " + o.reason : o.status;
     tr.className = (o.status || "") + " live";
@@ -392,15 +405,30 @@ const SCRIPT: &str = r#"(function () {
   }
   function later() { if (!pending) pending = setTimeout(refresh, 1000); }
   var es = new EventSource("/api/v1/events" + q);
-  es.onopen = function () { stream.textContent = "live"; };
-  es.onerror = function () { stream.textContent = "event stream lost; reconnecting…"; };
-  es.addEventListener("action", function (e) {
-    var a = JSON.parse(e.data);
+  // Newest first; a record already shown (rendered, or streamed before) is skipped.
+  function add(a) {
+    var k = key(a);
+    if (shown.has(k)) return;
+    shown.add(k);
     var empty = document.getElementById("log-empty");
     if (empty) empty.remove();
-    rows.insertBefore(row(a), rows.firstChild);
-    while (rows.children.length > LOG_ROWS) rows.removeChild(rows.lastChild);
-  });
+    var next = rows.firstChild;
+    while (next && Number(next.dataset.at) > a.atMs) next = next.nextSibling;
+    rows.insertBefore(row(a), next);
+    while (rows.children.length > LOG_ROWS) {
+      shown.delete(rows.lastChild.dataset.key);
+      rows.removeChild(rows.lastChild);
+    }
+  }
+  // On every (re)connect, pick up what happened while the stream was not open.
+  es.onopen = function () {
+    stream.textContent = "live";
+    fetch("/api/v1/actions" + q).then(function (r) { return r.json(); })
+      .then(function (j) { (j.actions || []).forEach(add); })
+      .catch(function (e) { stream.textContent = "live (recent log unavailable: " + e + ")"; });
+  };
+  es.onerror = function () { stream.textContent = "event stream lost; reconnecting…"; };
+  es.addEventListener("action", function (e) { add(JSON.parse(e.data)); });
   es.addEventListener("tick", later);
   es.addEventListener("short-wait", later);
   es.addEventListener("warning", function (e) {
@@ -496,7 +524,8 @@ mod tests {
             "root.&lt;short&gt;",
             "2048 / 8192 MB guaranteed",
             "id=\"log-rows\"",
-            "<tr class=\"failed\">",
+            "<tr class=\"failed\" data-at=\"1700000000500\" \
+             data-key=\"1700000000500|suspend|container_1_0001_01_000002\">",
             "failed: agent timed out",
             "short &lt;b&gt;",
             "&lt;4096 MB, 2 vcores&gt; → &lt;64 MB, 0.010 vcores&gt;",

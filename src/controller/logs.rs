@@ -252,7 +252,9 @@ pub async fn tail(
         recent: VecDeque::new(),
     };
     if !follow {
-        for r in client.recent().await?.actions {
+        let recent = client.recent().await?;
+        warn_missed(recent.missed);
+        for r in recent.actions {
             printed.print(out, how, r)?;
         }
         return Ok(());
@@ -298,12 +300,7 @@ async fn session(
     let mut events = client.events().await?;
     let recent = client.recent().await?;
     *connected = true;
-    if recent.missed > 0 {
-        eprintln!(
-            "preemptor logs: the controller's recent log is missing {} events",
-            recent.missed
-        );
-    }
+    warn_missed(recent.missed);
     for r in recent.actions {
         printed.print(out, how, r)?;
     }
@@ -317,6 +314,12 @@ async fn session(
         }
     }
     Ok(())
+}
+
+fn warn_missed(missed: u64) {
+    if missed > 0 {
+        eprintln!("preemptor logs: the controller's recent log is missing {missed} events");
+    }
 }
 
 pub async fn logs(args: LogsArgs) -> Result<(), LogsError> {
