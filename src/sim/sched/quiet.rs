@@ -1,14 +1,15 @@
 //! Skipping monitoring ticks whose plan is provably empty.
 //!
-//! Under kill, immediate and graceful (and `none`, and `adaptive` when it only maps to
-//! those) a tick acts only on containers below their allocation, on kill marks, on
-//! nodes whose advertised capacity or partition differs from what the policy wants,
-//! or on queues the capacity accounting asks to give something back. When none of
-//! these exist, `policy::decide` returns no action and changes nothing it reads later
-//! (no time-based rule can fire: kill waits, delayed resumption and graceful steps all
-//! need a marked or squeezed container). This check works that out from aggregates in
-//! O(containers + nodes + queued jobs) without allocating, and runs the same
-//! `capacity::account` the policy runs on the same numbers the view would hold.
+//! Under kill, immediate and graceful (and `adaptive` when it maps only to those) a
+//! tick acts on kill marks, on queues the capacity accounting asks to give something
+//! back, on squeezed containers of queues below their ideal share (resumption, with
+//! its delayed picks), on shrunk containers that swap (graceful freezes them), and on
+//! nodes whose advertised capacity or partition differs from what the ledger says.
+//! When none of these exist, `policy::decide` returns no action and changes nothing it
+//! reads later: no time-based rule can fire, since kill waits need a mark and resume
+//! picks a queue that is owed. This check works that out from aggregates in
+//! O(containers + nodes + queued jobs) without allocating, running the same
+//! `capacity::account` the policy runs on the numbers its view and ledger would hold.
 //!
 //! Skipped ticks are checked against a real `decide` under
 //! [`PolicyTicks::VerifyIdle`] (the default in debug builds, so every test run checks
@@ -18,8 +19,8 @@ use crate::cluster::{ContainerState, Partition, PolicyKind};
 use crate::config::settings::PolicySettings;
 use crate::policy::Amount;
 use crate::policy::capacity::{self, QueueLoad};
-use crate::policy::select::is_share_based;
-use crate::resources::{Limits, Resource};
+use crate::policy::select::{adaptive_choice, is_share_based};
+use crate::resources::Resource;
 use crate::sim::engine::{Core, Phase};
 use crate::sim::sched::PolicyTicks;
 use crate::sim::sched::central::{Leaf, Msg};
@@ -27,13 +28,9 @@ use crate::sim::sched::central::{Leaf, Msg};
 /// Pending resources by task, as prefix sums (memory MB, vcores).
 pub(crate) struct QuietCheck {
     prefix: Vec<(u64, u64)>,
-    /// Per node, allocated to its live containers (scratch).
-    node_used: Vec<Resource>,
     /// Per job, the tick that last counted its pending requests (scratch).
     counted: Vec<u64>,
-    /// Per leaf, allocated and pending (scratch).
-    used: Vec<Resource>,
-    pending: Vec<Resource>,
+    sums: Sums,
     loads: Vec<QueueLoad>,
     tick: u64,
     /// Also run `decide` on skipped ticks and fail the run if it would have acted.
@@ -72,10 +69,8 @@ impl QuietCheck {
         }
         QuietCheck {
             prefix,
-            node_used: vec![Resource::ZERO; core.nodes.len()],
             counted: vec![0; wl.jobs.len()],
-            used: Vec::new(),
-            pending: Vec::new(),
+            sums: Sums::default(),
             loads: Vec::new(),
             tick: 0,
             verify: ticks == PolicyTicks::VerifyIdle,
@@ -116,24 +111,111 @@ impl QuietCheck {
         s: &PolicySettings,
         has_kill_marks: bool,
     ) -> bool {
-        if has_kill_marks {
+        // Marks are acted on (killed or dropped) by time; Dice's partition is given back.
+        if has_kill_marks || core.nodes.iter().any(|n| n.partition != Partition::General) {
             return false;
         }
-        // Nodes: nothing reclaimed to advertise, no partition to give back.
+        self.tick += 1;
+        let nl = leaves.len();
+        let mut sums = std::mem::take(&mut self.sums);
+        sums.reset(core.nodes.len(), nl);
+        sums.leaves
+            .extend(leaves.iter().map(|l| (l.guaranteed, l.maximum)));
+        let quiet = self.sum_up(core, leaves, &queue_of, &class_leaf, queued, s, &mut sums)
+            && self.accounting_is_idle(core, advertised, &sums, s);
+        self.sums = sums;
+        quiet
+    }
+
+    /// Per-leaf and per-node totals as the view and the policy's ledger would hold
+    /// them; false when some squeezed container is one the policy might act on anyway.
+    #[allow(clippy::too_many_arguments)]
+    fn sum_up(
+        &mut self,
+        core: &Core<'_, Msg>,
+        leaves: &[Leaf],
+        queue_of: &impl Fn(u32) -> usize,
+        class_leaf: &impl Fn(u32) -> usize,
+        queued: &[bool],
+        s: &PolicySettings,
+        sums: &mut Sums,
+    ) -> bool {
+        let tick = self.tick;
+        for (li, l) in leaves.iter().enumerate() {
+            for &j in &l.apps {
+                if self.counted[j as usize] != tick {
+                    self.counted[j as usize] = tick;
+                    add(&mut sums.pending, li, self.pending(core, j));
+                }
+            }
+        }
+        for (_, k) in core.containers() {
+            if k.state == ContainerState::Killed {
+                continue;
+            }
+            let q = if queued[k.job as usize] {
+                queue_of(k.job)
+            } else {
+                class_leaf(k.job)
+            };
+            let alloc = Amount::from(k.allocated);
+            sums.used[q] += alloc;
+            sums.node_held[k.node as usize] += alloc;
+            // A job out of the queues with a task pending again (killed, not yet
+            // reported) is in the view with its requests.
+            if self.counted[k.job as usize] != tick {
+                self.counted[k.job as usize] = tick;
+                add(&mut sums.pending, q, self.pending(core, k.job));
+            }
+            if k.state == ContainerState::Running {
+                continue;
+            }
+            // Below its allocation: the ledger counts only what it still holds.
+            let policy = match s.kind {
+                PolicyKind::Adaptive => adaptive_choice(
+                    core.wl.jobs[k.job as usize].kind.application_type(),
+                    &[],
+                    &s.adaptive,
+                ),
+                p => p,
+            };
+            let swapping =
+                k.phase == Phase::Steady && core.cfg.costs.swapping(k.allocated, k.current);
+            if !is_share_based(policy)
+                || (policy == PolicyKind::Graceful && k.state == ContainerState::Shrunk && swapping)
+            {
+                // Resumed by `none`, or possibly frozen by graceful.
+                return false;
+            }
+            let reclaimed = alloc - Amount::from(k.current).component_min(alloc);
+            sums.reclaimed[q] += reclaimed;
+            sums.node_held[k.node as usize] -= reclaimed;
+            sums.node_reclaimed[k.node as usize] += reclaimed;
+            sums.squeezed[q] = true;
+        }
+        true
+    }
+
+    /// The capacity accounting `decide` runs, on the same numbers: nothing to take
+    /// from any queue, no queue owed a squeezed container back, and every node already
+    /// advertising what the policy would have it advertise.
+    fn accounting_is_idle(
+        &mut self,
+        core: &Core<'_, Msg>,
+        advertised: &[Resource],
+        sums: &Sums,
+        s: &PolicySettings,
+    ) -> bool {
         for (n, node) in core.nodes.iter().enumerate() {
-            if advertised[n] != node.capacity || node.partition != Partition::General {
+            if advertised[n] != node.capacity + sums.node_reclaimed[n].to_resource() {
                 return false;
             }
         }
-        self.tick += 1;
-        self.node_used.iter_mut().for_each(|u| *u = Resource::ZERO);
-        // Queue 0 is the root, leaf i is queue i + 1, as in the view.
-        self.loads.clear();
         let cluster = core
             .nodes
             .iter()
             .fold(Resource::ZERO, |a, n| a + n.capacity);
-        let reclaimable = s.kind != PolicyKind::None && is_share_based(s.kind);
+        let reclaimable = is_share_based(s.kind);
         let load = |parent, guaranteed: Resource, maximum: Resource| QueueLoad {
             parent,
             guaranteed: guaranteed.into(),
@@ -144,117 +226,110 @@ impl QuietCheck {
             preemption_disabled: false,
             reclaimable,
         };
+        // Queue 0 is the root, leaf i is queue i + 1, as in the view.
+        self.loads.clear();
         self.loads.push(load(None, cluster, cluster));
-        for l in leaves {
-            self.loads.push(load(Some(0), l.guaranteed, l.maximum));
-        }
-        let (mut used, mut pending) = (
-            std::mem::take(&mut self.used),
-            std::mem::take(&mut self.pending),
-        );
-        used.clear();
-        used.resize(leaves.len(), Resource::ZERO);
-        pending.clear();
-        pending.resize(leaves.len(), Resource::ZERO);
-        let quiet = self.sum_up(
-            core,
-            leaves,
-            &queue_of,
-            &class_leaf,
-            queued,
-            &mut used,
-            &mut pending,
-        ) && (s.kind == PolicyKind::None
-            || self.nothing_to_reclaim(core, &used, &pending, cluster, s));
-        (self.used, self.pending) = (used, pending);
-        quiet
-    }
-
-    /// Per-leaf allocation and pending demand as the view would hold them; false when
-    /// some container is not steady at its allocation.
-    #[allow(clippy::too_many_arguments)]
-    fn sum_up(
-        &mut self,
-        core: &Core<'_, Msg>,
-        leaves: &[Leaf],
-        queue_of: &impl Fn(u32) -> usize,
-        class_leaf: &impl Fn(u32) -> usize,
-        queued: &[bool],
-        used: &mut [Resource],
-        pending: &mut [Resource],
-    ) -> bool {
-        let tick = self.tick;
-        for (li, l) in leaves.iter().enumerate() {
-            for &j in &l.apps {
-                if self.counted[j as usize] != tick {
-                    self.counted[j as usize] = tick;
-                    add(pending, li, self.pending(core, j));
-                }
-            }
-        }
-        // Every container at its allocation and steady: nothing to resume, freeze or
-        // watch.
-        for (_, k) in core.containers() {
-            if k.state == ContainerState::Killed {
-                continue;
-            }
-            if k.state != ContainerState::Running
-                || k.phase != Phase::Steady
-                || k.current != Limits::from(k.allocated)
-            {
-                return false;
-            }
-            let q = if queued[k.job as usize] {
-                queue_of(k.job)
-            } else {
-                class_leaf(k.job)
-            };
-            add(used, q, k.allocated);
-            self.node_used[k.node as usize] += k.allocated;
-            // A job out of the queues with a task pending again (killed, not yet
-            // reported) is in the view with its requests.
-            if self.counted[k.job as usize] != tick {
-                self.counted[k.job as usize] = tick;
-                add(pending, q, self.pending(core, k.job));
-            }
-        }
-        true
-    }
-
-    /// The capacity accounting `decide` runs, on the view's numbers: nothing to take
-    /// from any queue.
-    fn nothing_to_reclaim(
-        &mut self,
-        core: &Core<'_, Msg>,
-        used: &[Resource],
-        pending: &[Resource],
-        cluster: Resource,
-        s: &PolicySettings,
-    ) -> bool {
-        for (li, (u, p)) in used.iter().zip(pending).enumerate() {
-            let q = &mut self.loads[li + 1];
-            q.used = (*u).into();
-            q.held = q.used;
-            q.pending = (*p).into();
+        for (li, l) in sums.leaves.iter().enumerate() {
+            let mut q = load(Some(0), l.0, l.1);
+            q.used = sums.used[li];
+            q.held = sums.used[li] - sums.reclaimed[li];
+            q.pending = sums.pending[li].into();
             let root = &mut self.loads[0];
-            root.used += (*u).into();
-            root.pending += (*p).into();
+            root.used += q.used;
+            root.held += q.used;
+            root.held -= sums.reclaimed[li];
+            root.pending += q.pending;
+            self.loads.push(q);
         }
-        self.loads[0].held = self.loads[0].used;
         let free_room = core
             .nodes
             .iter()
-            .zip(&self.node_used)
-            .fold(Amount::ZERO, |a, (n, u)| {
-                a + (Amount::from(n.capacity) - Amount::from(*u))
+            .zip(&sums.node_held)
+            .fold(Amount::ZERO, |a, (n, held)| {
+                a + (Amount::from(n.capacity) - *held)
             });
         let acc = capacity::account(&self.loads, cluster.into(), free_room, s);
         acc.to_reclaim.iter().all(|a| !a.any_positive())
+            && (0..sums.leaves.len()).all(|li| {
+                !sums.squeezed[li] || !(acc.ideal[li + 1] - self.loads[li + 1].held).any_positive()
+            })
+    }
+}
+
+/// Scratch totals of one check, kept between ticks so that a check allocates nothing.
+#[derive(Default)]
+pub(crate) struct Sums {
+    /// Per leaf: guaranteed and maximum.
+    leaves: Vec<(Resource, Resource)>,
+    used: Vec<Amount>,
+    reclaimed: Vec<Amount>,
+    pending: Vec<Resource>,
+    /// Some container of the leaf is below its allocation.
+    squeezed: Vec<bool>,
+    node_held: Vec<Amount>,
+    node_reclaimed: Vec<Amount>,
+}
+
+impl Sums {
+    fn reset(&mut self, nodes: usize, leaves: usize) {
+        self.leaves.clear();
+        for v in [&mut self.used, &mut self.reclaimed] {
+            v.clear();
+            v.resize(leaves, Amount::ZERO);
+        }
+        self.pending.clear();
+        self.pending.resize(leaves, Resource::ZERO);
+        self.squeezed.clear();
+        self.squeezed.resize(leaves, false);
+        for v in [&mut self.node_held, &mut self.node_reclaimed] {
+            v.clear();
+            v.resize(nodes, Amount::ZERO);
+        }
     }
 }
 
 fn add(sums: &mut [Resource], leaf: usize, r: Resource) {
     if let Some(s) = sums.get_mut(leaf) {
         *s += r;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cluster::PolicyKind;
+    use crate::sim::trace::synth::{SynthSpec, generate};
+    use crate::sim::{EngineConfig, PolicyTicks, SchedParams, SchedulerKind, SimSetup, simulate};
+
+    /// Skipping idle ticks gives the very run that deciding on every tick gives, and
+    /// some ticks are skipped; in verify mode every skipped tick's plan was empty.
+    #[test]
+    fn skipping_idle_ticks_changes_nothing() {
+        let spec: SynthSpec = "bigc:pattern=multi,nodes=6,seconds=600".parse().unwrap();
+        let wl = generate(&spec, 3);
+        let cluster = wl.suggested_cluster.unwrap();
+        for policy in [PolicyKind::Kill, PolicyKind::Immediate, PolicyKind::Graceful] {
+            let run = |ticks| {
+                let setup = SimSetup {
+                    engine: EngineConfig::new(cluster.nodes, cluster.node_capacity),
+                    params: SchedParams {
+                        policy_ticks: ticks,
+                        ..SchedParams::default()
+                    },
+                };
+                simulate(&wl, &setup, SchedulerKind::Capacity(policy), &|_| {}).unwrap()
+            };
+            let every = run(PolicyTicks::Every);
+            let skip = run(PolicyTicks::SkipIdle);
+            let verify = run(PolicyTicks::VerifyIdle);
+            let idle = skip.counters["policy ticks provably idle"];
+            assert!(idle > 0, "{policy:?}: no tick was idle");
+            assert_eq!(verify.counters["policy ticks provably idle"], idle);
+            for r in [&skip, &verify] {
+                assert_eq!(r.short, every.short, "{policy:?}");
+                assert_eq!(r.long, every.long, "{policy:?}");
+                assert_eq!(r.preemptions, every.preemptions, "{policy:?}");
+                assert_eq!(r.counters["policy actions"], every.counters["policy actions"]);
+            }
+        }
     }
 }
