@@ -5,9 +5,11 @@
 //! The probability of not queueing converges fast, so the debug-profile test checks it
 //! on a few million jobs. The mean wait does not: at load 0.8 it is 0.1% of a task's
 //! runtime and comes from rare, long congestion episodes, so one run of 2 million jobs
-//! has a standard deviation of about 8% (4% at load 0.9). Checking it to 2% takes about
-//! 3 x 10^8 jobs, which only the release profile simulates in reasonable time (a few
-//! minutes on two cores, with about 1 GB of memory):
+//! has a standard deviation of about 8% (4% at load 0.9). The CI check therefore uses
+//! control variates with exactly known means (an infinite-server system fed the same
+//! arrivals and task times), which cut the standard error about fivefold at the same
+//! number of jobs. The brute-force check (about 3 x 10^8 jobs, a few minutes in the
+//! release profile with about 1 GB of memory) stays as an ignored test:
 //! `cargo test --release --test integration mmc_mean_wait -- --ignored --nocapture`.
 
 use preemptor::cluster::JobClass;
@@ -296,7 +298,8 @@ fn mmc_mean_wait_matches_erlang_c_with_control_variates() {
             100.0 * se / w_theory,
             100.0 * se_raw / w_theory,
         );
-        assert!(se / w_theory < 0.007, "too few jobs for a 2% check");
+        // At most half the tolerance: the 2% check is at least a two-sigma one.
+        assert!(se / w_theory < 0.01, "too few jobs for a 2% check");
         assert!(
             rel(w_cv, w_theory) < 0.02,
             "load {load}: mean wait {w_cv} vs {w_theory}"
