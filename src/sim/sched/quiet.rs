@@ -307,7 +307,11 @@ mod tests {
         let spec: SynthSpec = "bigc:pattern=multi,nodes=6,seconds=600".parse().unwrap();
         let wl = generate(&spec, 3);
         let cluster = wl.suggested_cluster.unwrap();
-        for policy in [PolicyKind::Kill, PolicyKind::Immediate, PolicyKind::Graceful] {
+        for policy in [
+            PolicyKind::Kill,
+            PolicyKind::Immediate,
+            PolicyKind::Graceful,
+        ] {
             let run = |ticks| {
                 let setup = SimSetup {
                     engine: EngineConfig::new(cluster.nodes, cluster.node_capacity),
@@ -328,7 +332,10 @@ mod tests {
                 assert_eq!(r.short, every.short, "{policy:?}");
                 assert_eq!(r.long, every.long, "{policy:?}");
                 assert_eq!(r.preemptions, every.preemptions, "{policy:?}");
-                assert_eq!(r.counters["policy actions"], every.counters["policy actions"]);
+                assert_eq!(
+                    r.counters["policy actions"],
+                    every.counters["policy actions"]
+                );
             }
         }
     }
