@@ -9,6 +9,8 @@
 //!   `bitmap` module installed). Without it the baseline is reported as absent.
 //! - `PREEMPTOR_TRACES`: directory of the bundled traces (default `../shared/traces`).
 //! - `PREEMPTOR_BENCH_QUICK=1`: skip the 500,000-job run.
+//! - `PREEMPTOR_BENCH_ONLY=capacity+kill,kairos`: only these schedulers on the Yahoo
+//!   subsets.
 
 use std::path::Path;
 use std::process::Command;
@@ -143,7 +145,14 @@ fn main() {
         println!("the bundled traces (shared/traces) are not here; set PREEMPTOR_TRACES");
         return;
     };
-    let kinds = SchedulerKind::all();
+    let only = std::env::var("PREEMPTOR_BENCH_ONLY").ok();
+    let kinds: Vec<SchedulerKind> = SchedulerKind::all()
+        .into_iter()
+        .filter(|k| {
+            only.as_deref()
+                .is_none_or(|o| o.split(',').any(|n| n.trim() == k.name()))
+        })
+        .collect();
     println!("preemptor sim benchmark (release build recommended: cargo bench --bench sim)");
     let mut hawk_yahoo1: Option<Measured> = None;
     let mut eagle_yahoo1: Option<Measured> = None;

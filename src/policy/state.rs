@@ -118,6 +118,13 @@ pub(crate) struct MemoStore {
     marked: BTreeSet<ContainerId>,
 }
 
+impl MemoStore {
+    /// Whether some container is (or was, until the next sweep) marked for killing.
+    pub(crate) fn has_kill_marks(&self) -> bool {
+        !self.marked.is_empty()
+    }
+}
+
 /// One tick's access to the memos of the containers in its view.
 pub(crate) struct Memos<'a> {
     store: &'a mut MemoStore,

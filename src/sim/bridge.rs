@@ -42,6 +42,14 @@ impl PolicyBridge {
         }
     }
 
+    pub fn settings(&self) -> &PolicySettings {
+        self.state.settings()
+    }
+
+    pub fn has_kill_marks(&self) -> bool {
+        self.state.memos.has_kill_marks()
+    }
+
     /// One monitoring tick: `policy::decide` on the view, its actions in simulator
     /// indices. An action naming something not in the view is a policy bug and an error.
     pub fn decide(

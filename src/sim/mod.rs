@@ -33,7 +33,7 @@ use std::time::Instant;
 pub use engine::{EngineConfig, EngineError, PreemptionCounts};
 pub use error::SimError;
 pub use report::SimReport;
-pub use sched::{QueueSpec, SchedParams, SchedulerKind};
+pub use sched::{PolicyTicks, QueueSpec, SchedParams, SchedulerKind};
 
 use crate::cluster::PolicyKind;
 use crate::sim::bridge::PolicyBridge;
@@ -70,6 +70,7 @@ pub fn simulate(
             };
             let mut core = Core::new(wl, cfg)?;
             let mut s = sched::central::Central::new(&core, p.leaves_for(kind), policy);
+            s.set_policy_ticks(&core, p.policy_ticks);
             drive(&mut core, &mut s, name, progress, started)
         }
         SchedulerKind::Sparrow

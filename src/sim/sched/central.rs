@@ -11,7 +11,8 @@ use crate::cluster::{JobClass, Partition};
 use crate::resources::Resource;
 use crate::sim::bridge::{PolicyBridge, SimAction, ViewBuilder};
 use crate::sim::engine::{Core, Released, Scheduler, TaskRef};
-use crate::sim::sched::QueueSpec;
+use crate::sim::sched::quiet::{self, QuietCheck};
+use crate::sim::sched::{PolicyTicks, QueueSpec};
 use crate::sim::workload::{MICROS_PER_MILLI, Time};
 
 #[derive(Clone, Copy, Debug)]
@@ -56,8 +57,11 @@ pub(crate) struct Central {
     cluster: Resource,
     policy: Option<(PolicyBridge, Time)>,
     view: ViewBuilder,
+    /// Skips ticks whose plan is provably empty (see `quiet`).
+    quiet: Option<QuietCheck>,
     allocations: u64,
     ticks: u64,
+    skipped: u64,
     actions: u64,
 }
 
@@ -105,6 +109,10 @@ impl Central {
                 .position(|l| l.spec.class == Some(c))
                 .unwrap_or(0) as u16
         });
+        let quiet = policy
+            .as_ref()
+            .filter(|(b, _)| quiet::eligible(b.settings()))
+            .map(|_| QuietCheck::new(core, PolicyTicks::default()));
         let room: Vec<u32> = (0..n as u32).collect();
         let room_pos = (0..n as u32).collect();
         Central {
@@ -120,16 +128,23 @@ impl Central {
             cluster,
             policy,
             view: ViewBuilder::new(core.nodes.len()),
+            quiet,
             allocations: 0,
             ticks: 0,
+            skipped: 0,
             actions: 0,
         }
     }
 
+    pub fn set_policy_ticks(&mut self, core: &Core<'_, Msg>, ticks: PolicyTicks) {
+        self.quiet = match (&self.policy, ticks) {
+            (_, PolicyTicks::Every) | (None, _) => None,
+            (Some((b, _)), t) => quiet::eligible(b.settings()).then(|| QuietCheck::new(core, t)),
+        };
+    }
+
     fn leaf_of(&self, core: &Core<'_, Msg>, job: u32) -> usize {
-        let spec = &core.wl.jobs[job as usize];
-        let leaf = self.by_name.get(spec.queue as usize).copied().flatten();
-        leaf.unwrap_or(self.by_class[(spec.class == JobClass::Long) as usize]) as usize
+        leaf_of(core, &self.by_name, self.by_class, job)
     }
 
     fn free(&self, node: u32) -> Resource {
@@ -230,6 +245,34 @@ impl Central {
         };
         let interval = *interval;
         self.ticks += 1;
+        let quiet = match &mut self.quiet {
+            Some(q) => {
+                let (by_name, by_class) = (&self.by_name, self.by_class);
+                let queue_of = |job: u32| leaf_of(core, by_name, by_class, job);
+                let class_leaf = |job: u32| {
+                    by_class[(core.wl.jobs[job as usize].class == JobClass::Long) as usize] as usize
+                };
+                let quiet = q.is_quiet(
+                    core,
+                    &self.leaves,
+                    queue_of,
+                    class_leaf,
+                    &self.queued,
+                    &self.advertised,
+                    bridge.settings(),
+                    bridge.has_kill_marks(),
+                );
+                if quiet && !q.verify {
+                    self.skipped += 1;
+                    if !core.all_done() {
+                        core.after(interval, Msg::Monitor);
+                    }
+                    return;
+                }
+                quiet
+            }
+            None => false,
+        };
         let view = match self.view.build(core, &self.leaves, &self.advertised) {
             Ok(v) => v,
             Err(e) => {
@@ -244,6 +287,15 @@ impl Central {
                 return;
             }
         };
+        if quiet {
+            self.skipped += 1;
+            if !actions.is_empty() {
+                core.abort(format!(
+                    "a monitoring tick judged quiet would have acted: {actions:?}"
+                ));
+                return;
+            }
+        }
         let mut changed = false;
         for a in actions {
             self.actions += 1;
@@ -325,10 +377,17 @@ impl Scheduler for Central {
         let mut v = vec![("allocations", self.allocations)];
         if self.policy.is_some() {
             v.push(("policy ticks", self.ticks));
+            v.push(("policy ticks provably idle", self.skipped));
             v.push(("policy actions", self.actions));
         }
         v
     }
+}
+
+fn leaf_of(core: &Core<'_, Msg>, by_name: &[Option<u16>], by_class: [u16; 2], job: u32) -> usize {
+    let spec = &core.wl.jobs[job as usize];
+    let leaf = by_name.get(spec.queue as usize).copied().flatten();
+    leaf.unwrap_or(by_class[(spec.class == JobClass::Long) as usize]) as usize
 }
 
 /// Jobs are indexed in arrival order, so a resubmitted job goes back to its place.

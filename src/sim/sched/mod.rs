@@ -5,6 +5,7 @@ pub mod kairos;
 mod lwl;
 pub mod pigeon;
 pub mod probe;
+mod quiet;
 pub mod tiresias;
 
 use std::fmt;
@@ -230,6 +231,32 @@ pub struct SchedParams {
     pub max_retry_delay: Time,
     /// Policy parameters for capacity+<policy>, kairos and Dice.
     pub policy: PolicySettings,
+    /// capacity+<policy>: which monitoring ticks run `policy::decide`.
+    pub policy_ticks: PolicyTicks,
+}
+
+/// Which monitoring ticks of capacity+<policy> run `policy::decide`. A tick whose plan
+/// is provably empty (nothing squeezed or marked, nothing to reclaim; see
+/// `sched/quiet.rs`) changes nothing, so skipping it gives the same run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolicyTicks {
+    /// Skip provably idle ticks (release builds).
+    SkipIdle,
+    /// Run every tick and fail the run if a tick judged idle would have acted (debug
+    /// builds, so that every test checks every skip).
+    VerifyIdle,
+    /// Run every tick, as the live controller does.
+    Every,
+}
+
+impl Default for PolicyTicks {
+    fn default() -> Self {
+        if cfg!(debug_assertions) {
+            PolicyTicks::VerifyIdle
+        } else {
+            PolicyTicks::SkipIdle
+        }
+    }
 }
 
 impl Default for SchedParams {
@@ -255,6 +282,7 @@ impl Default for SchedParams {
             retry_delay: MICROS_PER_SEC,
             max_retry_delay: 64 * MICROS_PER_SEC,
             policy: PolicySettings::default(),
+            policy_ticks: PolicyTicks::default(),
         }
     }
 }

@@ -1,0 +1,342 @@
+//! Skipping monitoring ticks whose plan is provably empty.
+//!
+//! Under kill, immediate and graceful (and `adaptive` when it maps only to those) a
+//! tick acts on kill marks, on queues the capacity accounting asks to give something
+//! back, on squeezed containers of queues below their ideal share (resumption, with
+//! its delayed picks), on shrunk containers that swap (graceful freezes them), and on
+//! nodes whose advertised capacity or partition differs from what the ledger says.
+//! When none of these exist, `policy::decide` returns no action and changes nothing it
+//! reads later: no time-based rule can fire, since kill waits need a mark and resume
+//! picks a queue that is owed. This check works that out from aggregates in
+//! O(containers + nodes + queued jobs) without allocating, running the same
+//! `capacity::account` the policy runs on the numbers its view and ledger would hold.
+//!
+//! Skipped ticks are checked against a real `decide` under
+//! [`PolicyTicks::VerifyIdle`] (the default in debug builds, so every test run checks
+//! every skip).
+
+use crate::cluster::{ContainerState, Partition, PolicyKind};
+use crate::config::settings::PolicySettings;
+use crate::policy::Amount;
+use crate::policy::capacity::{self, QueueLoad};
+use crate::policy::select::{adaptive_choice, is_share_based};
+use crate::resources::Resource;
+use crate::sim::engine::{Core, Phase};
+use crate::sim::sched::PolicyTicks;
+use crate::sim::sched::central::{Leaf, Msg};
+
+/// Pending resources by task, as prefix sums (memory MB, vcores).
+pub(crate) struct QuietCheck {
+    prefix: Vec<(u64, u64)>,
+    /// Per job, the tick that last counted its pending requests (scratch).
+    counted: Vec<u64>,
+    sums: Sums,
+    loads: Vec<QueueLoad>,
+    tick: u64,
+    /// Also run `decide` on skipped ticks and fail the run if it would have acted.
+    pub verify: bool,
+}
+
+/// Whether ticks under these settings can ever be skipped: the policies that act only
+/// through queue accounting, kill marks and squeezed containers.
+pub(crate) fn eligible(s: &PolicySettings) -> bool {
+    let plain = |p: PolicyKind| {
+        matches!(
+            p,
+            PolicyKind::None | PolicyKind::Kill | PolicyKind::Immediate | PolicyKind::Graceful
+        )
+    };
+    match s.kind {
+        PolicyKind::Adaptive => {
+            // adaptive_choice turns an `adaptive` fallback into graceful.
+            (plain(s.adaptive.fallback) || s.adaptive.fallback == PolicyKind::Adaptive)
+                && s.adaptive.mapping.iter().all(|(_, p)| plain(*p))
+        }
+        p => plain(p),
+    }
+}
+
+impl QuietCheck {
+    pub fn new(core: &Core<'_, Msg>, ticks: PolicyTicks) -> QuietCheck {
+        let wl = core.wl;
+        let mut prefix = Vec::with_capacity(wl.num_tasks() + 1);
+        let mut acc = (0u64, 0u64);
+        prefix.push(acc);
+        for t in 0..wl.num_tasks() {
+            let s = wl.shape(t);
+            acc = (acc.0 + s.memory_mb, acc.1 + s.vcores as u64);
+            prefix.push(acc);
+        }
+        QuietCheck {
+            prefix,
+            counted: vec![0; wl.jobs.len()],
+            sums: Sums::default(),
+            loads: Vec::new(),
+            tick: 0,
+            verify: ticks == PolicyTicks::VerifyIdle,
+        }
+    }
+
+    /// What `job` asks for and does not run, as the view's requests add up.
+    fn pending(&self, core: &Core<'_, Msg>, job: u32) -> Resource {
+        let spec = core.wl.jobs[job as usize];
+        let run = &core.jobs[job as usize];
+        if run.failed {
+            return Resource::ZERO;
+        }
+        let from = (spec.first_task + run.next) as usize;
+        let to = (spec.first_task + spec.num_tasks) as usize;
+        let (mut mem, mut vc) = match (self.prefix.get(from), self.prefix.get(to)) {
+            (Some(a), Some(b)) if from <= to => (b.0 - a.0, b.1 - a.1),
+            _ => (0, 0),
+        };
+        for &(t, _, _) in &run.retry {
+            let s = core.wl.shape(t as usize);
+            mem += s.memory_mb;
+            vc += s.vcores as u64;
+        }
+        Resource::new(mem, u32::try_from(vc).unwrap_or(u32::MAX))
+    }
+
+    /// True when the policy's plan for a view of the cluster now is provably empty.
+    #[allow(clippy::too_many_arguments)]
+    pub fn is_quiet(
+        &mut self,
+        core: &Core<'_, Msg>,
+        leaves: &[Leaf],
+        queue_of: impl Fn(u32) -> usize,
+        class_leaf: impl Fn(u32) -> usize,
+        queued: &[bool],
+        advertised: &[Resource],
+        s: &PolicySettings,
+        has_kill_marks: bool,
+    ) -> bool {
+        // Marks are acted on (killed or dropped) by time; Dice's partition is given back.
+        if has_kill_marks || core.nodes.iter().any(|n| n.partition != Partition::General) {
+            return false;
+        }
+        self.tick += 1;
+        let nl = leaves.len();
+        let mut sums = std::mem::take(&mut self.sums);
+        sums.reset(core.nodes.len(), nl);
+        sums.leaves
+            .extend(leaves.iter().map(|l| (l.guaranteed, l.maximum)));
+        let quiet = self.sum_up(core, leaves, &queue_of, &class_leaf, queued, s, &mut sums)
+            && self.accounting_is_idle(core, advertised, &sums, s);
+        self.sums = sums;
+        quiet
+    }
+
+    /// Per-leaf and per-node totals as the view and the policy's ledger would hold
+    /// them; false when some squeezed container is one the policy might act on anyway.
+    #[allow(clippy::too_many_arguments)]
+    fn sum_up(
+        &mut self,
+        core: &Core<'_, Msg>,
+        leaves: &[Leaf],
+        queue_of: &impl Fn(u32) -> usize,
+        class_leaf: &impl Fn(u32) -> usize,
+        queued: &[bool],
+        s: &PolicySettings,
+        sums: &mut Sums,
+    ) -> bool {
+        let tick = self.tick;
+        for (li, l) in leaves.iter().enumerate() {
+            for &j in &l.apps {
+                if self.counted[j as usize] != tick {
+                    self.counted[j as usize] = tick;
+                    add(&mut sums.pending, li, self.pending(core, j));
+                }
+            }
+        }
+        for (_, k) in core.containers() {
+            if k.state == ContainerState::Killed {
+                continue;
+            }
+            let q = if queued[k.job as usize] {
+                queue_of(k.job)
+            } else {
+                class_leaf(k.job)
+            };
+            let alloc = Amount::from(k.allocated);
+            sums.used[q] += alloc;
+            sums.node_held[k.node as usize] += alloc;
+            // A job out of the queues with a task pending again (killed, not yet
+            // reported) is in the view with its requests.
+            if self.counted[k.job as usize] != tick {
+                self.counted[k.job as usize] = tick;
+                add(&mut sums.pending, q, self.pending(core, k.job));
+            }
+            if k.state == ContainerState::Running {
+                continue;
+            }
+            // Below its allocation: the ledger counts only what it still holds.
+            let policy = match s.kind {
+                PolicyKind::Adaptive => adaptive_choice(
+                    core.wl.jobs[k.job as usize].kind.application_type(),
+                    &[],
+                    &s.adaptive,
+                ),
+                p => p,
+            };
+            let swapping =
+                k.phase == Phase::Steady && core.cfg.costs.swapping(k.allocated, k.current);
+            if !is_share_based(policy)
+                || (policy == PolicyKind::Graceful && k.state == ContainerState::Shrunk && swapping)
+            {
+                // Resumed by `none`, or possibly frozen by graceful.
+                return false;
+            }
+            let reclaimed = alloc - Amount::from(k.current).component_min(alloc);
+            sums.reclaimed[q] += reclaimed;
+            sums.node_held[k.node as usize] -= reclaimed;
+            sums.node_reclaimed[k.node as usize] += reclaimed;
+            sums.squeezed[q] = true;
+        }
+        true
+    }
+
+    /// The capacity accounting `decide` runs, on the same numbers: nothing to take
+    /// from any queue, no queue owed a squeezed container back, and every node already
+    /// advertising what the policy would have it advertise.
+    fn accounting_is_idle(
+        &mut self,
+        core: &Core<'_, Msg>,
+        advertised: &[Resource],
+        sums: &Sums,
+        s: &PolicySettings,
+    ) -> bool {
+        for (n, node) in core.nodes.iter().enumerate() {
+            if advertised[n] != node.capacity + sums.node_reclaimed[n].to_resource() {
+                return false;
+            }
+        }
+        let cluster = core
+            .nodes
+            .iter()
+            .fold(Resource::ZERO, |a, n| a + n.capacity);
+        let reclaimable = is_share_based(s.kind);
+        let load = |parent, guaranteed: Resource, maximum: Resource| QueueLoad {
+            parent,
+            guaranteed: guaranteed.into(),
+            maximum: maximum.into(),
+            used: Amount::ZERO,
+            held: Amount::ZERO,
+            pending: Amount::ZERO,
+            preemption_disabled: false,
+            reclaimable,
+        };
+        // Queue 0 is the root, leaf i is queue i + 1, as in the view.
+        self.loads.clear();
+        self.loads.push(load(None, cluster, cluster));
+        for (li, l) in sums.leaves.iter().enumerate() {
+            let mut q = load(Some(0), l.0, l.1);
+            q.used = sums.used[li];
+            q.held = sums.used[li] - sums.reclaimed[li];
+            q.pending = sums.pending[li].into();
+            let root = &mut self.loads[0];
+            root.used += q.used;
+            root.held += q.used;
+            root.held -= sums.reclaimed[li];
+            root.pending += q.pending;
+            self.loads.push(q);
+        }
+        let free_room = core
+            .nodes
+            .iter()
+            .zip(&sums.node_held)
+            .fold(Amount::ZERO, |a, (n, held)| {
+                a + (Amount::from(n.capacity) - *held)
+            });
+        let acc = capacity::account(&self.loads, cluster.into(), free_room, s);
+        acc.to_reclaim.iter().all(|a| !a.any_positive())
+            && (0..sums.leaves.len()).all(|li| {
+                !sums.squeezed[li] || !(acc.ideal[li + 1] - self.loads[li + 1].held).any_positive()
+            })
+    }
+}
+
+/// Scratch totals of one check, kept between ticks so that a check allocates nothing.
+#[derive(Default)]
+pub(crate) struct Sums {
+    /// Per leaf: guaranteed and maximum.
+    leaves: Vec<(Resource, Resource)>,
+    used: Vec<Amount>,
+    reclaimed: Vec<Amount>,
+    pending: Vec<Resource>,
+    /// Some container of the leaf is below its allocation.
+    squeezed: Vec<bool>,
+    node_held: Vec<Amount>,
+    node_reclaimed: Vec<Amount>,
+}
+
+impl Sums {
+    fn reset(&mut self, nodes: usize, leaves: usize) {
+        self.leaves.clear();
+        for v in [&mut self.used, &mut self.reclaimed] {
+            v.clear();
+            v.resize(leaves, Amount::ZERO);
+        }
+        self.pending.clear();
+        self.pending.resize(leaves, Resource::ZERO);
+        self.squeezed.clear();
+        self.squeezed.resize(leaves, false);
+        for v in [&mut self.node_held, &mut self.node_reclaimed] {
+            v.clear();
+            v.resize(nodes, Amount::ZERO);
+        }
+    }
+}
+
+fn add(sums: &mut [Resource], leaf: usize, r: Resource) {
+    if let Some(s) = sums.get_mut(leaf) {
+        *s += r;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cluster::PolicyKind;
+    use crate::sim::trace::synth::{SynthSpec, generate};
+    use crate::sim::{EngineConfig, PolicyTicks, SchedParams, SchedulerKind, SimSetup, simulate};
+
+    /// Skipping idle ticks gives the very run that deciding on every tick gives, and
+    /// some ticks are skipped; in verify mode every skipped tick's plan was empty.
+    #[test]
+    fn skipping_idle_ticks_changes_nothing() {
+        let spec: SynthSpec = "bigc:pattern=multi,nodes=6,seconds=600".parse().unwrap();
+        let wl = generate(&spec, 3);
+        let cluster = wl.suggested_cluster.unwrap();
+        for policy in [
+            PolicyKind::Kill,
+            PolicyKind::Immediate,
+            PolicyKind::Graceful,
+        ] {
+            let run = |ticks| {
+                let setup = SimSetup {
+                    engine: EngineConfig::new(cluster.nodes, cluster.node_capacity),
+                    params: SchedParams {
+                        policy_ticks: ticks,
+                        ..SchedParams::default()
+                    },
+                };
+                simulate(&wl, &setup, SchedulerKind::Capacity(policy), &|_| {}).unwrap()
+            };
+            let every = run(PolicyTicks::Every);
+            let skip = run(PolicyTicks::SkipIdle);
+            let verify = run(PolicyTicks::VerifyIdle);
+            let idle = skip.counters["policy ticks provably idle"];
+            assert!(idle > 0, "{policy:?}: no tick was idle");
+            assert_eq!(verify.counters["policy ticks provably idle"], idle);
+            for r in [&skip, &verify] {
+                assert_eq!(r.short, every.short, "{policy:?}");
+                assert_eq!(r.long, every.long, "{policy:?}");
+                assert_eq!(r.preemptions, every.preemptions, "{policy:?}");
+                assert_eq!(
+                    r.counters["policy actions"],
+                    every.counters["policy actions"]
+                );
+            }
+        }
+    }
+}
