@@ -3,6 +3,7 @@
 //! comparing the policies.
 
 pub mod report;
+pub mod simulated;
 
 use std::path::PathBuf;
 use std::time::Duration;

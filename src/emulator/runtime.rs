@@ -152,6 +152,8 @@ struct Simulated {
     node: NodeId,
     resource: Resource,
     speed: f64,
+    /// Seconds of work done at full speed.
+    done_secs: f64,
 }
 
 enum Control {
@@ -167,6 +169,8 @@ pub struct SimulatedContainer {
     pub resource: Resource,
     /// Fraction of full speed in [0, 1].
     pub speed: f64,
+    /// Work done so far, in seconds at full speed (its attained service per vcore).
+    pub done: Duration,
 }
 
 impl SimulatedRuntime {
@@ -203,6 +207,7 @@ impl SimulatedRuntime {
                 node: s.node.clone(),
                 resource: s.resource,
                 speed: s.speed,
+                done: Duration::from_secs_f64(s.done_secs),
             })
             .collect();
         v.sort_by_key(|c| c.container);
@@ -226,6 +231,7 @@ impl ContainerRuntime for SimulatedRuntime {
                     node: spec.node.clone(),
                     resource: spec.resource,
                     speed: 1.0,
+                    done_secs: 0.0,
                 },
             );
             events.started();
@@ -240,6 +246,13 @@ impl ContainerRuntime for SimulatedRuntime {
                 let now = tokio::time::Instant::now();
                 done += (now - last).as_secs_f64() * speed;
                 last = now;
+                if let Some(entry) = running
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_mut(&spec.container)
+                {
+                    entry.done_secs = done;
+                }
                 if done >= total {
                     break ExitInfo {
                         exit_status: exit::SUCCESS,
@@ -375,6 +388,8 @@ mod tests {
         assert_eq!(rt.containers()[0].speed, 0.0);
         let stalled_at = rec.0.load(Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(600)).await;
+        let done = rt.containers()[0].done;
+        assert!(done < Duration::from_millis(360), "{done:?}");
         assert!(
             !handle.is_finished(),
             "a suspended container does not finish"
