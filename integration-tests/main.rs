@@ -10,6 +10,7 @@ mod agent_limits;
 mod agent_support;
 mod check_config;
 mod common;
+mod controller_e2e;
 mod docker_smoke;
 mod emulator_docker;
 mod emulator_rest;

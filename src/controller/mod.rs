@@ -1,7 +1,23 @@
 //! The controller: observe YARN, decide with a policy, act through the agents.
+//!
+//! - [`view`]: RM snapshot + configuration + agents' reports -> `ClusterView`;
+//! - [`agents`]: the [`Actuator`](agents::Actuator) trait and the HTTP agents;
+//! - [`executor`]: plan actions -> agent and RM calls, retries, the preemption log;
+//! - [`controller`](mod@controller): the loop, [`start`] and [`ControllerHandle`];
+//! - [`hub`]: what the API, the dashboard and the demo read.
+//!
+//! See docs/controller.md.
+pub mod agents;
 pub mod api;
 pub mod cli;
+#[allow(clippy::module_inception)]
+pub mod controller;
 pub mod demo;
+pub mod executor;
 pub mod hub;
 pub mod log;
 pub mod logs;
+pub mod view;
+
+pub use agents::{Actuator, HttpAgents};
+pub use controller::{ControllerConfig, ControllerError, ControllerHandle, ShutdownReport, start};

@@ -1,0 +1,369 @@
+//! The controller end to end on real Docker: an emulated YARN whose task containers are
+//! Docker containers, one in-process agent, and the controller with its RM proxy. Long
+//! jobs fill the cluster; a short job submitted through the proxy makes the controller
+//! throttle a long container (read back from its cgroup files) and gets a container;
+//! shutdown puts every container back at its original limits. A controller that
+//! vanishes without shutdown (as under SIGKILL) leaves nothing throttled once the
+//! agent's lease expires.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use bollard::Docker;
+use preemptor::agent::cgroup::CgroupDirs;
+use preemptor::agent::limits::CgroupLimits;
+use preemptor::agent::writer::WritePath;
+use preemptor::cluster::{ApplicationId, ContainerId, PolicyKind};
+use preemptor::controller::hub::{ControllerEvent, Outcome};
+use preemptor::controller::{ControllerConfig, ControllerHandle, start};
+use preemptor::emulator::docker::remove_instance_containers;
+use preemptor::emulator::state::RmContainerState;
+use preemptor::emulator::workload::WorkloadSpec;
+use preemptor::emulator::{Emulator, EmulatorConfig, EmulatorHandle, RuntimeChoice};
+use preemptor::resources::Resource;
+
+use crate::agent_support::{InProcessAgent, TOKEN, cgroup_dirs, read_limits, start_agent};
+use crate::common::{TestImage, block_on_cleanup, docker_or_skip};
+use crate::emulator_support::{submit, wait_until};
+
+/// Stops the emulator and removes its containers even when the test fails.
+struct EmulatorGuard {
+    handle: Option<EmulatorHandle>,
+    docker: Docker,
+    instance: String,
+}
+
+impl Drop for EmulatorGuard {
+    fn drop(&mut self) {
+        let Some(handle) = self.handle.take() else {
+            return;
+        };
+        drop(handle);
+        let docker = self.docker.clone();
+        let instance = self.instance.clone();
+        block_on_cleanup(async move {
+            for _ in 0..2 {
+                if let Err(e) =
+                    remove_instance_containers(&docker, &instance, Default::default()).await
+                {
+                    eprintln!("cleaning up emulator {instance}: {e}");
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+    }
+}
+
+struct Cluster {
+    docker: Docker,
+    _image: TestImage,
+    emulator: EmulatorGuard,
+    agent: InProcessAgent,
+    /// The long job's task containers with their cgroups and original limits.
+    long: BTreeMap<ContainerId, (CgroupDirs, CgroupLimits)>,
+}
+
+impl Cluster {
+    fn h(&self) -> &EmulatorHandle {
+        self.emulator.handle.as_ref().expect("emulator running")
+    }
+
+    fn throttled(&self) -> Vec<ContainerId> {
+        self.long
+            .iter()
+            .filter(|(_, (dirs, original))| {
+                dirs.read_limits()
+                    .is_ok_and(|now| now.cpu_quota_us < original.cpu_quota_us)
+            })
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    fn controller_config(&self, lease_ms: u64) -> ControllerConfig {
+        let loaded = preemptor::config::load_embedded_default().expect("shipped configuration");
+        let mut config =
+            ControllerConfig::from_loaded(loaded, None, TOKEN.to_string(), b"api-token".to_vec());
+        let s = &mut config.settings;
+        s.rm.addresses = vec![self.h().rm_url().to_string()];
+        s.policy.kind = PolicyKind::Immediate;
+        s.policy.monitoring_interval_ms = 1000;
+        // Whole containers per round on a cluster of 14.
+        s.policy.total_preemption_per_round = 1.0;
+        s.policy.natural_termination_factor = 1.0;
+        s.agent.addresses = vec![("127.0.0.1".into(), self.agent.url.clone())];
+        s.agent.lease_timeout_ms = lease_ms;
+        s.agent.request_timeout_ms = 20_000;
+        config.api_listen = Some("127.0.0.1:0".parse().expect("addr"));
+        config.proxy_listen = Some("127.0.0.1:0".parse().expect("addr"));
+        config
+    }
+}
+
+/// 2 NodeManagers of 4 GB and 8 vcores, memory-bound: a long job's 1 GB AM and seven
+/// 1 GB tasks fill them and five more tasks wait.
+async fn long_jobs_fill_the_cluster(test: &str) -> Option<Cluster> {
+    let docker = docker_or_skip(test).await?;
+    let image = TestImage::build(&docker, "preemptor-ctl").await;
+    let agent = start_agent(WritePath::Docker, Duration::from_secs(30)).await;
+    let mut config = EmulatorConfig::local(2, Resource::new(4096, 8), RuntimeChoice::Docker);
+    config.image = Some(image.tag.clone());
+    config.heartbeat_interval = Duration::from_millis(200);
+    config.cpu_scale = 0.1;
+    config.min_allocation = Resource::new(512, 1);
+    let started = Emulator::start(config).await.expect("emulator starts");
+    let emulator = EmulatorGuard {
+        docker: docker.clone(),
+        instance: started.instance().to_string(),
+        handle: Some(started),
+    };
+    let mut cluster = Cluster {
+        docker,
+        _image: image,
+        emulator,
+        agent,
+        long: BTreeMap::new(),
+    };
+    let spec = WorkloadSpec::parse(
+        r#"{"kernel":"burn","args":["--iterations","0","--rounds-millions","1","--memory-mb","4"],
+            "tasks":12,"memoryMb":1024,"vcores":1}"#,
+    )
+    .expect("spec");
+    let app: ApplicationId = submit(
+        cluster.h().rm_url(),
+        "hibench-long",
+        "long",
+        &spec,
+        Resource::new(1024, 1),
+    )
+    .await
+    .parse()
+    .expect("application id");
+    wait_until(cluster.h(), "7 running long tasks", 90, |s| {
+        s.containers
+            .values()
+            .filter(|c| {
+                c.id.application() == app && !c.is_am() && c.state == RmContainerState::Running
+            })
+            .count()
+            == 7
+    })
+    .await;
+    let ids: Vec<ContainerId> = cluster.h().inspect(|s| {
+        s.containers
+            .values()
+            .filter(|c| c.id.application() == app && !c.is_am())
+            .map(|c| c.id)
+            .collect()
+    });
+    for id in ids {
+        let dirs = cgroup_dirs(&cluster.docker, &id.to_string()).await;
+        let original = read_limits(&dirs);
+        cluster.long.insert(id, (dirs, original));
+    }
+    Some(cluster)
+}
+
+fn short_spec() -> WorkloadSpec {
+    WorkloadSpec::parse(
+        r#"{"kernel":"burn","args":["--iterations","0","--rounds-millions","1","--memory-mb","4"],
+            "tasks":1,"memoryMb":512,"vcores":1}"#,
+    )
+    .expect("spec")
+}
+
+/// Polls every 2 ms until more long containers are throttled than `before`.
+async fn wait_for_more_throttled(c: &Cluster, before: usize, timeout: Duration) -> Duration {
+    let t0 = Instant::now();
+    loop {
+        if c.throttled().len() > before {
+            return t0.elapsed();
+        }
+        assert!(
+            t0.elapsed() < timeout,
+            "no long container was throttled within {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+async fn wait_short_running(c: &Cluster, app: ApplicationId) {
+    wait_until(c.h(), &format!("{app} to get its containers"), 60, |s| {
+        let mine: Vec<_> = s
+            .containers
+            .values()
+            .filter(|x| x.id.application() == app)
+            .collect();
+        mine.len() >= 2 && mine.iter().all(|x| x.state == RmContainerState::Running)
+    })
+    .await;
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn assert_all_original(c: &Cluster) {
+    for (id, (dirs, original)) in &c.long {
+        let now = dirs
+            .read_limits()
+            .unwrap_or_else(|e| panic!("reading the cgroup of {id}: {e}"));
+        assert!(
+            now.same_enforcement(original),
+            "{id} is not back at its original limits: {now:?} vs {original:?}"
+        );
+    }
+}
+
+async fn stop(c: Cluster) {
+    let Cluster {
+        emulator: mut guard,
+        agent,
+        ..
+    } = c;
+    if let Some(h) = guard.handle.take() {
+        h.shutdown().await.expect("emulator shutdown");
+    }
+    drop(agent);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_throttles_long_containers_for_short_jobs_and_restores_them_on_shutdown() {
+    let test = "controller_throttles_long_containers_for_short_jobs_and_restores_them_on_shutdown";
+    let Some(cluster) = long_jobs_fill_the_cluster(test).await else {
+        return;
+    };
+    let controller: ControllerHandle = start(cluster.controller_config(30_000))
+        .await
+        .expect("controller starts");
+    let mut events = controller.hub().subscribe();
+    let proxy = controller.proxy_url().expect("proxy on");
+    // One tick first so that the lease is held and the view is warm.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        cluster.throttled().is_empty(),
+        "nothing to do before short work arrives"
+    );
+
+    let mut latencies = Vec::new();
+    for i in 0..3 {
+        let before = cluster.throttled().len();
+        let t0 = Instant::now();
+        let app: ApplicationId = submit(
+            &proxy,
+            &format!("tpch-q6-{i}"),
+            "short",
+            &short_spec(),
+            Resource::new(512, 1),
+        )
+        .await
+        .parse()
+        .expect("application id");
+        wait_for_more_throttled(&cluster, before, Duration::from_secs(20)).await;
+        // From before the client's new-application call: an upper bound on the time
+        // from the proxy seeing the submission.
+        latencies.push(t0.elapsed().as_secs_f64() * 1000.0);
+        wait_short_running(&cluster, app).await;
+        // Let the short job's own requests settle before the next submission.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+    latencies.sort_by(f64::total_cmp);
+    println!(
+        "proxy submission -> throttle visible in the cgroup: p50 {:.0} ms, p95 {:.0} ms (n = {}, {:?})",
+        percentile(&latencies, 0.5),
+        percentile(&latencies, 0.95),
+        latencies.len(),
+        latencies
+    );
+
+    let throttled = cluster.throttled();
+    assert!(!throttled.is_empty());
+    for id in &throttled {
+        let limits = read_limits(&cluster.long[id].0);
+        assert!(
+            limits.memory_bytes.is_some_and(|m| m <= 64 * 1024 * 1024),
+            "{id} suspended to the 64 MB footprint: {limits:?}"
+        );
+    }
+    let mut suspends = 0;
+    while let Ok(e) = events.try_recv() {
+        if let ControllerEvent::Action(a) = e
+            && a.action == "suspend"
+        {
+            assert_eq!(a.outcome, Outcome::Applied, "{a:?}");
+            assert!(a.latency_ms.is_some());
+            println!(
+                "suspend {} logged {} ms after its trigger",
+                a.container.as_deref().unwrap_or("-"),
+                a.latency_ms.unwrap_or(0)
+            );
+            suspends += 1;
+        }
+    }
+    assert!(
+        suspends >= throttled.len(),
+        "every suspension is in the preemption log"
+    );
+    let status = controller.hub().status();
+    assert!(status.suspended >= 1, "{status:?}");
+    let raised = cluster.h().inspect(|s| {
+        s.nodes
+            .iter()
+            .any(|n| n.total.memory_mb > n.capacity.memory_mb)
+    });
+    assert!(raised, "the reclaimed room is advertised to the RM");
+
+    let report = controller.shutdown(false).await.expect("shutdown");
+    assert!(report.failed.is_empty(), "{report:?}");
+    assert!(report.resumed >= throttled.len(), "{report:?}");
+    assert_all_original(&cluster);
+    let restored = cluster
+        .h()
+        .inspect(|s| s.nodes.iter().all(|n| n.total == n.capacity));
+    assert!(restored, "advertised capacities are back to physical");
+    stop(cluster).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_killed_without_shutdown_leaves_nothing_throttled_after_the_lease() {
+    let test = "a_controller_killed_without_shutdown_leaves_nothing_throttled_after_the_lease";
+    let Some(cluster) = long_jobs_fill_the_cluster(test).await else {
+        return;
+    };
+    let lease = Duration::from_secs(3);
+    let controller = start(cluster.controller_config(lease.as_millis() as u64))
+        .await
+        .expect("controller starts");
+    let proxy = controller.proxy_url().expect("proxy on");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    submit(
+        &proxy,
+        "tpch-q1",
+        "short",
+        &short_spec(),
+        Resource::new(512, 1),
+    )
+    .await;
+    wait_for_more_throttled(&cluster, 0, Duration::from_secs(20)).await;
+
+    // As SIGKILL: no shutdown, nothing restored, leases no longer renewed.
+    drop(controller);
+    let killed = Instant::now();
+    let deadline = lease + Duration::from_secs(10);
+    while !cluster.throttled().is_empty() {
+        assert!(
+            killed.elapsed() < deadline,
+            "still throttled {:?} after the controller died: {:?}",
+            killed.elapsed(),
+            cluster.throttled()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    println!(
+        "controller killed -> every container back at its limits in {:.1} s (lease {:?})",
+        killed.elapsed().as_secs_f64(),
+        lease
+    );
+    assert_all_original(&cluster);
+    stop(cluster).await;
+}

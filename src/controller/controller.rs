@@ -1,0 +1,904 @@
+//! The control loop: observe -> decide -> act -> record, every `monitoring_interval` and
+//! at once on a submission seen by the proxy or an agent event. One task owns the loop
+//! and everything it remembers; the API, the proxy, lease renewal and the agents' event
+//! subscriptions run beside it and talk to it through channels.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::future::join_all;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::agents::{Actuator, HttpAgents};
+use super::executor::{Executor, Trigger, unix_ms};
+use super::hub::{ContainerRow, Hub, NodeStatus, Outcome, QueueStatus, StatusReport, TickSummary};
+use super::view::{self, Memory};
+use crate::agent::api::{ActionRequest, AgentEvent, ContainerStatus};
+use crate::cluster::{ApplicationId, ClusterView, ContainerId, ContainerState, PolicyKind};
+use crate::config::queues::QueueTree;
+use crate::config::settings::PreemptorSettings;
+use crate::config::{ConfigErrors, LoadedConfig};
+use crate::policy::{self, Action, ActionKind, Before, PolicyState};
+use crate::resources::{Limits, Resource};
+use crate::yarn::{RmClient, RmProxy, SubmissionSeen};
+
+/// Events that arrive within this long of each other make one tick.
+const DEBOUNCE: Duration = Duration::from_millis(15);
+
+/// Everything the controller needs, validated by [`start`].
+pub struct ControllerConfig {
+    pub settings: PreemptorSettings,
+    pub queues: QueueTree,
+    /// Where [`ControllerHandle::reload`] reads the configuration again (SIGHUP).
+    pub conf_dir: Option<PathBuf>,
+    /// Presented to the agents.
+    pub agent_token: String,
+    /// Guards the controller's API.
+    pub api_token: Vec<u8>,
+    /// The API, event stream and dashboard; off when `None`.
+    pub api_listen: Option<SocketAddr>,
+    /// The RM reverse proxy; off when `None`.
+    pub proxy_listen: Option<SocketAddr>,
+    /// Acts on the nodes; the agents over HTTP when `None`.
+    pub actuator: Option<Arc<dyn Actuator>>,
+}
+
+impl ControllerConfig {
+    /// From a loaded configuration directory, with the listen addresses it names.
+    pub fn from_loaded(
+        loaded: LoadedConfig,
+        conf_dir: Option<PathBuf>,
+        agent_token: String,
+        api_token: Vec<u8>,
+    ) -> ControllerConfig {
+        let api_listen = Some(loaded.settings.controller.listen);
+        let proxy_listen = loaded.settings.controller.proxy_listen;
+        ControllerConfig {
+            settings: loaded.settings,
+            queues: loaded.queues,
+            conf_dir,
+            agent_token,
+            api_token,
+            api_listen,
+            proxy_listen,
+            actuator: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    #[error("ResourceManager client: {0}")]
+    Rm(#[from] crate::yarn::Error),
+    #[error("cannot listen on {addr} for the {what}: {error}")]
+    Bind {
+        what: &'static str,
+        addr: SocketAddr,
+        error: std::io::Error,
+    },
+    #[error("the configuration in {dir} was not reloaded, the old one stays:\n{errors}")]
+    Reload { dir: String, errors: ConfigErrors },
+    #[error("the controller was started without a configuration directory to reload from")]
+    NoConfDir,
+    #[error("the controller has stopped")]
+    Stopped,
+}
+
+/// What [`ControllerHandle::shutdown`] gave back.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ShutdownReport {
+    pub resumed: usize,
+    pub capacities_restored: usize,
+    /// Resumes or restores that failed; the agents' leases undo these when they expire.
+    pub failed: Vec<String>,
+}
+
+enum Command {
+    Trigger(Trigger),
+    Reload(Box<LoadedConfig>, oneshot::Sender<()>),
+    Shutdown {
+        leave_as_is: bool,
+        done: oneshot::Sender<ShutdownReport>,
+    },
+}
+
+/// A running controller. Dropping it stops every task at once without undoing anything,
+/// as SIGKILL would: the agents resume their containers when their leases expire.
+pub struct ControllerHandle {
+    hub: Hub,
+    api_url: Option<String>,
+    proxy_url: Option<String>,
+    conf_dir: Option<PathBuf>,
+    commands: mpsc::Sender<Command>,
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl ControllerHandle {
+    pub fn hub(&self) -> Hub {
+        self.hub.clone()
+    }
+
+    /// `http://addr` of the API, when it is served.
+    pub fn api_url(&self) -> Option<String> {
+        self.api_url.clone()
+    }
+
+    /// `http://addr` of the RM reverse proxy, when it is on.
+    pub fn proxy_url(&self) -> Option<String> {
+        self.proxy_url.clone()
+    }
+
+    /// Ticks now.
+    pub fn trigger(&self) {
+        let _ = self.commands.try_send(Command::Trigger(Trigger {
+            kind: "manual",
+            at: Instant::now(),
+        }));
+    }
+
+    /// Reads the configuration directory again (like `yarn rmadmin -refreshQueues`) and
+    /// applies the policy and queue settings from the next tick on. A configuration with
+    /// errors is refused and the old one stays. RM, agent and listen addresses take a
+    /// restart.
+    pub async fn reload(&self) -> Result<Vec<String>, ControllerError> {
+        let dir = self.conf_dir.as_ref().ok_or(ControllerError::NoConfDir)?;
+        let loaded = crate::config::load_dir(dir).map_err(|errors| ControllerError::Reload {
+            dir: dir.display().to_string(),
+            errors,
+        })?;
+        let warnings = loaded.warnings.iter().map(|w| w.to_string()).collect();
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Reload(Box::new(loaded), tx))
+            .await
+            .map_err(|_| ControllerError::Stopped)?;
+        rx.await.map_err(|_| ControllerError::Stopped)?;
+        Ok(warnings)
+    }
+
+    /// Stops the loop. Unless `leave_as_is`, every container the agents report as
+    /// changed is resumed and every node capacity or partition Preemptor set is restored
+    /// first. Then the API and the proxy stop.
+    pub async fn shutdown(self, leave_as_is: bool) -> Result<ShutdownReport, ControllerError> {
+        let (tx, rx) = oneshot::channel();
+        let sent = self
+            .commands
+            .send(Command::Shutdown {
+                leave_as_is,
+                done: tx,
+            })
+            .await;
+        let report = match sent {
+            Ok(()) => rx.await.map_err(|_| ControllerError::Stopped),
+            Err(_) => Err(ControllerError::Stopped),
+        };
+        self.cancel.cancel();
+        self.tracker.close();
+        self.tracker.wait().await;
+        report
+    }
+
+    /// Resolves when the controller stopped on its own (a server failed).
+    pub async fn stopped(&self) {
+        self.cancel.cancelled().await
+    }
+}
+
+impl Drop for ControllerHandle {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+/// Starts the API and the proxy (when configured), lease renewal and the loop. The
+/// first tick runs at once.
+pub async fn start(config: ControllerConfig) -> Result<ControllerHandle, ControllerError> {
+    let hub = Hub::new();
+    let rm = RmClient::new(&config.settings.rm)?;
+    let holder = format!(
+        "controller@{}:{}",
+        hostname(),
+        config
+            .api_listen
+            .map_or_else(|| std::process::id().to_string(), |a| a.to_string())
+    );
+    let actuator: Arc<dyn Actuator> = match config.actuator {
+        Some(a) => a,
+        None => Arc::new(HttpAgents::new(
+            &config.settings.agent,
+            &config.agent_token,
+            &holder,
+        )),
+    };
+    let cancel = CancellationToken::new();
+    let tracker = TaskTracker::new();
+
+    let mut api_url = None;
+    if let Some(addr) = config.api_listen {
+        let listener = bind(addr, "controller API").await?;
+        let local = local_addr(&listener, addr, "controller API")?;
+        api_url = Some(format!("http://{local}"));
+        let app = super::api::router(hub.clone(), Arc::new(config.api_token.clone()));
+        let c = cancel.clone();
+        tracker.spawn(async move {
+            let serve =
+                axum::serve(listener, app).with_graceful_shutdown(c.clone().cancelled_owned());
+            if let Err(e) = serve.await {
+                tracing::error!(error = %e, "controller API stopped");
+                c.cancel();
+            }
+        });
+        tracing::info!(%local, "controller API listening");
+    }
+
+    let (sub_tx, sub_rx) = mpsc::channel::<SubmissionSeen>(1024);
+    let mut proxy_url = None;
+    if let Some(addr) = config.proxy_listen {
+        let listener = bind(addr, "RM proxy").await?;
+        let local = local_addr(&listener, addr, "RM proxy")?;
+        proxy_url = Some(format!("http://{local}"));
+        let proxy = RmProxy::new(
+            rm.clone(),
+            config.settings.controller.routes.clone(),
+            sub_tx.clone(),
+        )?;
+        let c = cancel.clone();
+        tracker.spawn(async move {
+            if let Err(e) = proxy.serve(listener, c.clone()).await {
+                tracing::error!(error = %e, "RM proxy stopped");
+                c.cancel();
+            }
+        });
+        tracing::info!(%local, "RM reverse proxy listening");
+    }
+    // The loop keeps a sender so the channel stays open without a proxy.
+    let (event_tx, event_rx) = mpsc::channel::<Instant>(256);
+    let (cmd_tx, cmd_rx) = mpsc::channel::<Command>(64);
+
+    let agents: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+    let lease_ttl = Duration::from_millis(config.settings.agent.lease_timeout_ms);
+    {
+        let (actuator, agents, c, hub) = (
+            actuator.clone(),
+            agents.clone(),
+            cancel.clone(),
+            hub.clone(),
+        );
+        tracker.spawn(async move { renew_leases(actuator, agents, lease_ttl, hub, c).await });
+    }
+
+    let executor = Executor::new(
+        actuator.clone(),
+        rm.clone(),
+        hub.clone(),
+        Duration::from_millis(config.settings.agent.request_timeout_ms),
+        config.settings.agent.max_retries,
+    );
+    let policy_settings = config.settings.policy.clone();
+    let lp = Loop {
+        hub: hub.clone(),
+        rm,
+        executor,
+        policy: PolicyState::new(policy_settings),
+        settings: config.settings,
+        queues: config.queues,
+        memory: Memory::default(),
+        waited: HashSet::new(),
+        last_tick: None,
+        agents,
+        subscribed: HashSet::new(),
+        event_tx,
+        cancel: cancel.clone(),
+        tracker: tracker.clone(),
+        last_statuses: HashMap::new(),
+        _sub_tx: sub_tx,
+    };
+    let c = cancel.clone();
+    tracker.spawn(async move { lp.run(sub_rx, event_rx, cmd_rx, c).await });
+
+    Ok(ControllerHandle {
+        hub,
+        api_url,
+        proxy_url,
+        conf_dir: config.conf_dir,
+        commands: cmd_tx,
+        cancel,
+        tracker,
+    })
+}
+
+async fn bind(
+    addr: SocketAddr,
+    what: &'static str,
+) -> Result<tokio::net::TcpListener, ControllerError> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|error| ControllerError::Bind { what, addr, error })
+}
+
+fn local_addr(
+    l: &tokio::net::TcpListener,
+    addr: SocketAddr,
+    what: &'static str,
+) -> Result<SocketAddr, ControllerError> {
+    l.local_addr()
+        .map_err(|error| ControllerError::Bind { what, addr, error })
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// Renews every known agent's lease three times per lease period, whatever the RM does.
+async fn renew_leases(
+    actuator: Arc<dyn Actuator>,
+    agents: Arc<Mutex<BTreeSet<String>>>,
+    ttl: Duration,
+    hub: Hub,
+    cancel: CancellationToken,
+) {
+    let mut tick = tokio::time::interval((ttl / 3).max(Duration::from_millis(100)));
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut down: HashSet<String> = HashSet::new();
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let list: Vec<String> = lock(&agents).iter().cloned().collect();
+        let results = join_all(list.iter().map(|a| actuator.renew_lease(a, ttl))).await;
+        for (agent, r) in list.into_iter().zip(results) {
+            match r {
+                Ok(()) => {
+                    if down.remove(&agent) {
+                        tracing::info!(%agent, "agent lease renewed again");
+                    }
+                }
+                Err(e) => {
+                    if down.insert(agent.clone()) {
+                        hub.warn(
+                            unix_ms(),
+                            format!("renewing the lease of agent {agent}: {e}"),
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+struct Loop {
+    hub: Hub,
+    rm: RmClient,
+    executor: Executor,
+    policy: PolicyState,
+    settings: PreemptorSettings,
+    queues: QueueTree,
+    memory: Memory,
+    /// Short applications whose wait was recorded.
+    waited: HashSet<ApplicationId>,
+    last_tick: Option<Instant>,
+    /// Agents of the nodes in the latest view, for lease renewal.
+    agents: Arc<Mutex<BTreeSet<String>>>,
+    subscribed: HashSet<String>,
+    event_tx: mpsc::Sender<Instant>,
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+    /// The agents' latest reports, for shutdown.
+    last_statuses: HashMap<String, Vec<ContainerStatus>>,
+    _sub_tx: mpsc::Sender<SubmissionSeen>,
+}
+
+impl Loop {
+    async fn run(
+        mut self,
+        mut submissions: mpsc::Receiver<SubmissionSeen>,
+        mut events: mpsc::Receiver<Instant>,
+        mut commands: mpsc::Receiver<Command>,
+        cancel: CancellationToken,
+    ) {
+        let mut timer = tokio::time::interval(self.interval());
+        timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            let trigger = tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = timer.tick() => Trigger { kind: "timer", at: Instant::now() },
+                Some(s) = submissions.recv() => {
+                    let at = s.seen_at;
+                    self.memory.submitted.insert(s.application_id, s.seen_at_ms);
+                    Trigger { kind: "submission", at }
+                }
+                Some(at) = events.recv() => Trigger { kind: "agent-event", at },
+                Some(cmd) = commands.recv() => match cmd {
+                    Command::Trigger(t) => t,
+                    Command::Reload(loaded, done) => {
+                        self.reload(*loaded);
+                        timer = tokio::time::interval(self.interval());
+                        timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
+                        let _ = done.send(());
+                        Trigger { kind: "reload", at: Instant::now() }
+                    }
+                    Command::Shutdown { leave_as_is, done } => {
+                        let report = if leave_as_is {
+                            tracing::info!("shutting down; containers and node capacities are left as they are");
+                            ShutdownReport::default()
+                        } else {
+                            self.restore_all().await
+                        };
+                        let _ = done.send(report);
+                        return;
+                    }
+                },
+            };
+            let trigger = if trigger.kind == "timer" {
+                trigger
+            } else {
+                self.debounce(trigger, &mut submissions, &mut events).await
+            };
+            self.tick(trigger).await;
+        }
+    }
+
+    fn interval(&self) -> Duration {
+        Duration::from_millis(self.settings.policy.monitoring_interval_ms.max(1))
+    }
+
+    /// Gathers what arrives shortly after the first event into the same tick; the
+    /// tick's latency counts from the earliest.
+    async fn debounce(
+        &mut self,
+        first: Trigger,
+        submissions: &mut mpsc::Receiver<SubmissionSeen>,
+        events: &mut mpsc::Receiver<Instant>,
+    ) -> Trigger {
+        tokio::time::sleep(DEBOUNCE).await;
+        let mut t = first;
+        while let Ok(s) = submissions.try_recv() {
+            self.memory.submitted.insert(s.application_id, s.seen_at_ms);
+            if s.seen_at < t.at {
+                t.at = s.seen_at;
+            }
+            t.kind = "submission";
+        }
+        while let Ok(at) = events.try_recv() {
+            t.at = t.at.min(at);
+        }
+        t
+    }
+
+    fn reload(&mut self, loaded: LoadedConfig) {
+        let old = &self.settings;
+        if old.rm != loaded.settings.rm
+            || old.agent != loaded.settings.agent
+            || old.controller != loaded.settings.controller
+        {
+            self.hub.warn(
+                unix_ms(),
+                "reload: RM, agent and controller settings changed; they take effect after a restart"
+                    .into(),
+            );
+        }
+        self.policy.set_settings(loaded.settings.policy.clone());
+        self.settings.policy = loaded.settings.policy;
+        self.settings.log = loaded.settings.log;
+        self.queues = loaded.queues;
+        tracing::info!(policy = %self.settings.policy.kind, "configuration reloaded");
+    }
+
+    async fn tick(&mut self, trigger: Trigger) {
+        let started = Instant::now();
+        let now = unix_ms();
+        let held_for = self.last_tick.map(|t| t.elapsed().as_secs_f64());
+        self.last_tick = Some(started);
+
+        let snapshot = match self.rm.snapshot().await {
+            Ok(s) => s,
+            Err(e) => {
+                self.hub.count_rm_error();
+                self.hub.warn(
+                    now,
+                    format!("ResourceManager unreachable, no new preemptions this tick: {e}"),
+                );
+                let mut status = (*self.hub.status()).clone();
+                status.at_ms = now;
+                status.rm_reachable = false;
+                self.hub.set_status(status);
+                self.finish_tick(trigger, started, 0, 0);
+                return;
+            }
+        };
+        for w in &snapshot.warnings {
+            tracing::warn!(warning = %w, "RM schema surprise");
+        }
+
+        // Agents of the nodes the RM lists, asked once each.
+        let mut node_agent: HashMap<String, String> = HashMap::new();
+        let mut distinct: BTreeSet<String> = BTreeSet::new();
+        for n in &snapshot.nodes {
+            if let Some(a) = self
+                .executor
+                .actuator()
+                .agent_for(&crate::cluster::NodeId::new(n.id.trim()))
+            {
+                node_agent.insert(n.id.trim().to_string(), a.clone());
+                distinct.insert(a);
+            }
+        }
+        let newly: Vec<String> = {
+            let mut known = lock(&self.agents);
+            let newly = distinct
+                .iter()
+                .filter(|a| !known.contains(*a))
+                .cloned()
+                .collect();
+            *known = distinct.clone();
+            newly
+        };
+        let ttl = Duration::from_millis(self.settings.agent.lease_timeout_ms);
+        // A lease first, so that a new agent accepts actions this very tick.
+        let actuator = self.executor.actuator().clone();
+        join_all(newly.iter().map(|a| actuator.renew_lease(a, ttl))).await;
+        self.subscribe(&distinct);
+
+        let list: Vec<String> = distinct.iter().cloned().collect();
+        let reports = join_all(list.iter().map(|a| actuator.containers(a))).await;
+        let mut statuses: HashMap<ContainerId, ContainerStatus> = HashMap::new();
+        let mut unreachable: HashSet<String> = HashSet::new();
+        self.last_statuses.clear();
+        for (agent, r) in list.iter().zip(reports) {
+            match r {
+                Ok(l) => {
+                    for s in &l {
+                        statuses.insert(s.container, s.clone());
+                    }
+                    self.last_statuses.insert(agent.clone(), l);
+                }
+                Err(e) => {
+                    self.hub
+                        .warn(now, format!("agent {agent} unreachable: {e}"));
+                    unreachable.insert(agent.clone());
+                }
+            }
+        }
+
+        let inputs = view::Inputs {
+            queues: &self.queues,
+            class_cutoff_secs: self.settings.policy.class_cutoff_secs,
+            agents: &statuses,
+            now,
+        };
+        let observation = match view::build(&snapshot, &inputs, &mut self.memory) {
+            Ok(o) => o,
+            Err(e) => {
+                self.hub
+                    .warn(now, format!("inconsistent cluster view, tick skipped: {e}"));
+                self.finish_tick(trigger, started, 0, 0);
+                return;
+            }
+        };
+        for s in &observation.skipped {
+            tracing::debug!(what = %s, "left out of the view");
+        }
+        let view = observation.view;
+
+        for (app, wait) in view::first_containers(&view, now) {
+            if self.waited.insert(app) {
+                self.hub.record_short_wait(now, app.to_string(), wait);
+            }
+        }
+        let live: HashSet<ApplicationId> = view.apps.iter().map(|a| a.id).collect();
+        self.waited.retain(|a| live.contains(a));
+        // The proxy may report a submission before the RM lists it.
+        self.memory
+            .submitted
+            .retain(|a, seen| live.contains(a) || now.saturating_sub(*seen) < 600_000);
+
+        let plan = policy::decide(&view, &mut self.policy, now);
+        for n in &plan.notes {
+            tracing::info!(note = %n, "policy");
+        }
+        tracing::debug!(
+            trigger = trigger.kind,
+            since_trigger_ms = trigger.at.elapsed().as_millis() as u64,
+            actions = plan.actions.len(),
+            "decided"
+        );
+        let done = self
+            .executor
+            .execute(&view, &plan, trigger, &mut self.memory)
+            .await;
+
+        let held = reclaimed(&view);
+        if let Some(secs) = held_for {
+            self.hub.add_reclaimed(held, secs);
+        }
+        self.hub.set_status(self.status(
+            &view,
+            &snapshot.active_rm,
+            &node_agent,
+            &unreachable,
+            held,
+            now,
+        ));
+        self.finish_tick(trigger, started, done.actions, done.failed);
+    }
+
+    fn finish_tick(&self, trigger: Trigger, started: Instant, actions: usize, failed: usize) {
+        self.hub.record_tick(TickSummary {
+            at_ms: unix_ms(),
+            trigger: trigger.kind.to_string(),
+            duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+            actions,
+            failed,
+        });
+    }
+
+    /// Subscribes once to each agent's events; each one (bar the agent's reports of our
+    /// own actions) makes the loop tick.
+    fn subscribe(&mut self, agents: &BTreeSet<String>) {
+        for agent in agents {
+            if !self.subscribed.insert(agent.clone()) {
+                continue;
+            }
+            let actuator = self.executor.actuator().clone();
+            let (agent, tx, c) = (agent.clone(), self.event_tx.clone(), self.cancel.clone());
+            self.tracker.spawn(async move {
+                let mut delay = Duration::from_secs(1);
+                loop {
+                    match actuator.events(&agent).await {
+                        Ok(mut stream) => {
+                            delay = Duration::from_secs(1);
+                            loop {
+                                tokio::select! {
+                                    _ = c.cancelled() => return,
+                                    item = stream.next() => match item {
+                                        Some(Ok(AgentEvent::Action { .. })) => {}
+                                        Some(Ok(_)) => { let _ = tx.try_send(Instant::now()); }
+                                        Some(Err(e)) => {
+                                            tracing::debug!(%agent, error = %e, "agent event stream broke");
+                                            break;
+                                        }
+                                        None => break,
+                                    },
+                                }
+                            }
+                        }
+                        Err(e) => tracing::debug!(%agent, error = %e, "agent events unavailable"),
+                    }
+                    tokio::select! {
+                        _ = c.cancelled() => return,
+                        _ = tokio::time::sleep(delay) => {}
+                    }
+                    delay = (delay * 2).min(Duration::from_secs(30));
+                }
+            });
+        }
+    }
+
+    fn status(
+        &self,
+        view: &ClusterView,
+        rm: &str,
+        node_agent: &HashMap<String, String>,
+        unreachable: &HashSet<String>,
+        held: Resource,
+        now: u64,
+    ) -> StatusReport {
+        let queues = view
+            .queues
+            .iter()
+            .map(|q| QueueStatus {
+                path: q.path.clone(),
+                class: q.job_class,
+                guaranteed: q.guaranteed,
+                maximum: q.maximum,
+                used: q.used,
+                pending: q.pending,
+                preemption_disabled: q.preemption_disabled,
+            })
+            .collect();
+        let nodes = view
+            .nodes
+            .iter()
+            .map(|n| {
+                let agent = node_agent.get(n.id.as_str()).cloned();
+                NodeStatus {
+                    id: n.id.to_string(),
+                    capacity: n.capacity,
+                    advertised: n.advertised,
+                    partition: n.partition,
+                    agent_reachable: agent.as_ref().is_some_and(|a| !unreachable.contains(a)),
+                    agent,
+                    containers: n
+                        .containers
+                        .iter()
+                        .map(|&i| {
+                            let c = view.container(i);
+                            let app = view.app(c.app);
+                            ContainerRow {
+                                id: c.id.to_string(),
+                                application: app.id.to_string(),
+                                queue: view.queue(app.queue).path.clone(),
+                                allocated: c.allocated,
+                                current: c.current,
+                                state: c.state,
+                            }
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        let count = |s: ContainerState| view.containers.iter().filter(|c| c.state == s).count();
+        StatusReport {
+            at_ms: now,
+            policy: self.settings.policy.kind.to_string(),
+            observe_only: self.settings.policy.observe_only,
+            rm: rm.to_string(),
+            rm_reachable: true,
+            queues,
+            nodes,
+            suspended: count(ContainerState::Suspended),
+            shrunk: count(ContainerState::Shrunk),
+            reclaimed: held,
+        }
+    }
+
+    /// Resumes every container an agent reports changed and restores every node
+    /// capacity and partition Preemptor set.
+    async fn restore_all(&mut self) -> ShutdownReport {
+        let trigger = Trigger {
+            kind: "shutdown",
+            at: Instant::now(),
+        };
+        let mut report = ShutdownReport::default();
+        let actuator = self.executor.actuator().clone();
+        let agents: Vec<String> = lock(&self.agents).iter().cloned().collect();
+        let lists = join_all(agents.iter().map(|a| actuator.containers(a))).await;
+        let policy = self.settings.policy.kind;
+        let mut jobs = Vec::new();
+        for (agent, r) in agents.iter().zip(lists) {
+            let list = match r {
+                Ok(l) => l,
+                Err(e) => {
+                    // Fall back on the last report; the lease covers the rest.
+                    report.failed.push(format!("listing {agent}: {e}"));
+                    self.last_statuses.get(agent).cloned().unwrap_or_default()
+                }
+            };
+            for s in list.into_iter().filter(|s| s.changed && s.running) {
+                jobs.push((agent.clone(), s));
+            }
+        }
+        let results = join_all(jobs.iter().map(|(agent, s)| {
+            actuator.act(
+                agent,
+                ActionRequest {
+                    container: s.container.to_string(),
+                    action: crate::agent::api::Action::Resume,
+                },
+            )
+        }))
+        .await;
+        for ((_, s), r) in jobs.iter().zip(results) {
+            let allocated = s.allocated.map(Limits::from);
+            let action = Action {
+                kind: ActionKind::Resume {
+                    container: s.container,
+                    to: allocated.unwrap_or_default(),
+                },
+                policy,
+                reason: "controller shutting down: everything goes back".into(),
+                application: Some(s.container.application()),
+                queue: None,
+                node: None,
+                for_queue: None,
+                before: Before::Limits(s.limits.unwrap_or_default()),
+            };
+            match r {
+                Ok(_) => {
+                    report.resumed += 1;
+                    self.executor.record(&action, trigger, Outcome::Applied);
+                }
+                Err(e) => {
+                    report.failed.push(format!("resuming {}: {e}", s.container));
+                    self.executor
+                        .record(&action, trigger, Outcome::Failed { reason: e });
+                }
+            }
+        }
+        let advertised = std::mem::take(&mut self.memory.advertised);
+        for (node, was) in advertised {
+            let Some(&physical) = self.memory.physical.get(&node) else {
+                continue;
+            };
+            let action = Action {
+                kind: ActionKind::SetNodeCapacity {
+                    node: node.clone(),
+                    advertised: physical,
+                },
+                policy,
+                reason: "controller shutting down: physical capacity again".into(),
+                application: None,
+                queue: None,
+                node: Some(node.clone()),
+                for_queue: None,
+                before: Before::Advertised(was),
+            };
+            match self.executor.set_capacity(&node, physical).await {
+                Ok(()) => {
+                    report.capacities_restored += 1;
+                    self.executor.record(&action, trigger, Outcome::Applied);
+                }
+                Err(e) => {
+                    report.failed.push(format!("restoring {node}: {e}"));
+                    self.executor
+                        .record(&action, trigger, Outcome::Failed { reason: e });
+                }
+            }
+        }
+        let partitions = std::mem::take(&mut self.memory.partitions);
+        for (node, was) in partitions {
+            let action = Action {
+                kind: ActionKind::SetNodePartition {
+                    node: node.clone(),
+                    partition: crate::cluster::Partition::General,
+                },
+                policy: PolicyKind::Dice,
+                reason: "controller shutting down: back to the general partition".into(),
+                application: None,
+                queue: None,
+                node: Some(node.clone()),
+                for_queue: None,
+                before: Before::Partition(was),
+            };
+            match self
+                .executor
+                .set_partition(&node, crate::cluster::Partition::General)
+                .await
+            {
+                Ok(()) => self.executor.record(&action, trigger, Outcome::Applied),
+                Err(e) => {
+                    report
+                        .failed
+                        .push(format!("restoring the partition of {node}: {e}"));
+                    self.executor
+                        .record(&action, trigger, Outcome::Failed { reason: e });
+                }
+            }
+        }
+        tracing::info!(
+            resumed = report.resumed,
+            capacities_restored = report.capacities_restored,
+            failed = report.failed.len(),
+            "shutdown: containers resumed and node capacities restored"
+        );
+        report
+    }
+}
+
+/// Resources currently held back from containers below their allocation.
+fn reclaimed(view: &ClusterView) -> Resource {
+    view.below_allocation()
+        .iter()
+        .map(|&i| view.container(i))
+        .filter(|c| c.is_live())
+        .fold(Resource::ZERO, |acc, c| {
+            acc + Limits::from(c.allocated).reclaimed_to(&c.current)
+        })
+}
