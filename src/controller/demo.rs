@@ -3,7 +3,10 @@
 //! comparing the policies.
 
 pub mod report;
+pub mod run;
 pub mod simulated;
+
+pub use run::{DemoReport, run};
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -96,6 +99,12 @@ pub enum DemoError {
     Config(String),
     #[error("emulator: {0}")]
     Emulator(#[from] crate::emulator::EmulatorError),
+    #[error("node agent: {0}")]
+    Agent(crate::agent::StartError),
+    #[error("controller: {0}")]
+    Controller(super::ControllerError),
+    #[error("{0}")]
+    Io(String),
 }
 
 impl DemoConfig {
@@ -151,11 +160,37 @@ pub fn burst_interval_for(per_policy: Duration) -> Duration {
     (per_policy / 4).max(Duration::from_secs(5))
 }
 
+/// `preemptor demo`: runs the policies, then prints the table. Ctrl-C stops the run in
+/// progress cleanly and prints what was measured so far.
 pub async fn demo(args: DemoArgs) -> Result<(), DemoError> {
-    let _config = DemoConfig::from_args(&args)?;
-    Err(DemoError::Usage(
-        "the demo's run loop is not built yet: it needs the controller's tick loop".into(),
-    ))
+    let config = DemoConfig::from_args(&args)?;
+    let policies: Vec<&str> = config.policies.iter().map(|p| p.name()).collect();
+    println!(
+        "Preemptor demo: {} for {}s each ({} nodes of {}), HiBench long jobs filling the cluster and {} TPC-H queries every {}s",
+        policies.join(", "),
+        config.per_policy.as_secs(),
+        config.nodes,
+        config.node_resource,
+        config.burst_size,
+        config.burst_interval.as_secs()
+    );
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let on_signal = cancel.clone();
+    let watcher = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            println!("\nCtrl-C: stopping cleanly (Ctrl-C again does not hurry it)");
+            on_signal.cancel();
+        }
+    });
+    let report = run(&config, cancel).await;
+    watcher.abort();
+    let report = report?;
+    println!("\nruntime: {}", report.runtime);
+    print!("{}", report::table(&report.rows));
+    if report.interrupted {
+        println!("interrupted: the last row covers a shortened run, later policies did not run");
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -203,6 +203,7 @@ pub async fn run(args: EmulateArgs) -> Result<(), EmulatorError> {
                 burst_size: args.burst_size,
                 user: "preemptor".into(),
                 tick: Duration::from_secs(2),
+                long_fill: super::workload::DEFAULT_LONG_FILL,
             };
             Some(tokio::spawn(mix::run(cfg, cancel.clone())))
         }

@@ -276,6 +276,9 @@ pub struct HibenchTpchMix {
 
 /// Size of a long job's task, and of every mix application's AM.
 pub const LONG_TASK: Resource = Resource::new(2048, 1);
+/// Long jobs' demand target as a share of the cluster: room is left for short jobs.
+pub const DEFAULT_LONG_FILL: f64 = 0.8;
+
 pub const MIX_AM: Resource = Resource::new(1024, 1);
 
 const LONG_KERNELS: [Kernel; 4] = [
@@ -289,7 +292,7 @@ impl HibenchTpchMix {
     pub fn new(cluster: Resource, long_queue: &str, short_queue: &str, seed: u64) -> Self {
         HibenchTpchMix {
             cluster,
-            long_fill: 0.8,
+            long_fill: DEFAULT_LONG_FILL,
             long_queue: long_queue.into(),
             short_queue: short_queue.into(),
             burst_interval_ms: 60_000,
