@@ -11,6 +11,7 @@ mod agent_support;
 mod check_config;
 mod common;
 mod controller_e2e;
+mod demo_compare;
 mod docker_smoke;
 mod emulator_docker;
 mod emulator_rest;

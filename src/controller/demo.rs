@@ -26,7 +26,7 @@ pub struct DemoArgs {
     /// las, dice, adaptive.
     #[arg(long, value_delimiter = ',', default_value = "none,kill,graceful")]
     pub policy: Vec<PolicyKind>,
-    /// Emulated NodeManagers (8 GB, 4 vcores each).
+    /// Emulated NodeManagers (16 GB, 4 vcores each).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=16))]
     pub nodes: u16,
     /// Container runtime: Docker if a daemon answers (auto), else simulated.
@@ -65,8 +65,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(secs))
 }
 
-/// Each NodeManager of the demo: four 2 GB / 1 vcore HiBench tasks fill it.
-pub const NODE_RESOURCE: Resource = Resource::new(8192, 4);
+/// Each NodeManager of the demo: four 2 GB / 1 vcore HiBench tasks take its vcores and
+/// half its memory, so short jobs wait for vcores, the resource a CPU throttle frees.
+pub const NODE_RESOURCE: Resource = Resource::new(16384, 4);
 
 /// Below this per policy, long jobs barely start before the run ends.
 pub const MIN_PER_POLICY: Duration = Duration::from_secs(30);
@@ -160,8 +161,8 @@ pub fn burst_interval_for(per_policy: Duration) -> Duration {
     (per_policy / 4).max(Duration::from_secs(5))
 }
 
-/// `preemptor demo`: runs the policies, then prints the table. Ctrl-C stops the run in
-/// progress cleanly and prints what was measured so far.
+/// `preemptor demo`: runs the policies, then prints the table. Ctrl-C or SIGTERM stops
+/// the run in progress cleanly and prints what was measured so far.
 pub async fn demo(args: DemoArgs) -> Result<(), DemoError> {
     let config = DemoConfig::from_args(&args)?;
     let policies: Vec<&str> = config.policies.iter().map(|p| p.name()).collect();
@@ -177,10 +178,20 @@ pub async fn demo(args: DemoArgs) -> Result<(), DemoError> {
     let cancel = tokio_util::sync::CancellationToken::new();
     let on_signal = cancel.clone();
     let watcher = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            println!("\nCtrl-C: stopping cleanly (Ctrl-C again does not hurry it)");
-            on_signal.cancel();
+        let term = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => if r.is_err() { return },
+            _ = term => {}
         }
+        println!("\nstopping cleanly: containers resumed, emulator containers and images removed");
+        on_signal.cancel();
     });
     let report = run(&config, cancel).await;
     watcher.abort();

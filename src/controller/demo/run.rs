@@ -66,8 +66,12 @@ pub async fn run(config: &DemoConfig, cancel: CancellationToken) -> Result<DemoR
         }
         let emu = start_emulator(config).await?;
         report.runtime = emu.runtime();
+        let keep_memory = emu.runtime() == RuntimeKind::Docker && !machine_has_swap();
         if i == 0 {
             say(config, &runtime_banner(emu.runtime()));
+            if keep_memory {
+                say(config, NO_SWAP_NOTE);
+            }
         }
         say(
             config,
@@ -83,7 +87,7 @@ pub async fn run(config: &DemoConfig, cancel: CancellationToken) -> Result<DemoR
             ),
         );
         let queues = (short_queue.as_str(), long_queue.as_str());
-        let outcome = run_policy(config, policy, &emu, queues, &cancel).await;
+        let outcome = run_policy(config, policy, &emu, queues, keep_memory, &cancel).await;
         // The emulator goes whatever happened: it owns the containers and the image.
         let shut = emu.shutdown().await;
         let (summary, records, interrupted) = outcome?;
@@ -106,6 +110,21 @@ fn say(config: &DemoConfig, line: &str) {
     if config.live {
         println!("{line}");
     }
+}
+
+const NO_SWAP_NOTE: &str = "memory: this machine has no swap, so a container's memory cannot go below what it uses; \
+     suspend and shrink take CPU only and leave memory at the allocation (BIG-C pages it out to swap)";
+
+/// True when the kernel has swap space (`SwapTotal` in /proc/meminfo above zero).
+pub fn machine_has_swap() -> bool {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("SwapTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .is_some_and(|kb| kb > 0)
 }
 
 fn runtime_banner(kind: RuntimeKind) -> String {
@@ -181,6 +200,8 @@ impl LocalAgent {
         let mut ac = AgentConfig::new(token.as_bytes().to_vec(), state_dir.clone());
         ac.listen = SocketAddr::from(([127, 0, 0, 1], 0));
         ac.lease_timeout = AGENT_LEASE;
+        // A memory cut the kernel keeps refusing must not hold the controller's tick.
+        ac.memory_timeout = Duration::from_secs(5);
         match crate::agent::start(ac).await {
             Ok(agent) => Ok(LocalAgent { agent, state_dir }),
             Err(e) => {
@@ -242,14 +263,26 @@ fn controller_config(
     agent_url: Option<&str>,
     agent_token: &str,
     actuator: Option<Arc<dyn Actuator>>,
+    keep_memory: bool,
 ) -> Result<ControllerConfig, DemoError> {
     let mut settings = config.conf.settings.clone();
+    if keep_memory {
+        // The floor at the long tasks' allocation: the agent lowers CPU only.
+        settings.policy.suspend.footprint.memory_mb =
+            crate::emulator::workload::LONG_TASK.memory_mb;
+    }
     settings.policy.kind = policy;
     settings.policy.monitoring_interval_ms = 1000;
     settings.policy.observe_only = false;
     settings.policy.seed = config.seed;
+    // YARN's per-round budgets (10% a round, 20% of the need) are for big clusters; on
+    // eight containers they round down to nothing. Whole containers per round.
+    settings.policy.total_preemption_per_round = 1.0;
+    settings.policy.natural_termination_factor = 1.0;
     settings.rm.addresses = vec![emu.rm_url().to_string()];
     settings.agent.lease_timeout_ms = AGENT_LEASE.as_millis() as u64;
+    // Squeezing a container's memory can take seconds on a busy two-core machine.
+    settings.agent.request_timeout_ms = settings.agent.request_timeout_ms.max(20_000);
     settings.agent.addresses = match agent_url {
         Some(url) => emu
             .nodes()
@@ -363,6 +396,7 @@ async fn run_policy(
     policy: PolicyKind,
     emu: &EmulatorHandle,
     (short_queue, long_queue): (&str, &str),
+    keep_memory: bool,
     cancel: &CancellationToken,
 ) -> Result<(PolicySummary, Vec<AppRecord>, bool), DemoError> {
     let token = random_token()?;
@@ -375,11 +409,18 @@ async fn run_policy(
             None => (Some(LocalAgent::start(&token, policy).await?), None),
         };
     let agent_url = agent.as_ref().map(|a| a.agent.url());
-    let started =
-        match controller_config(config, policy, emu, agent_url.as_deref(), &token, actuator) {
-            Ok(cc) => super::super::start(cc).await.map_err(DemoError::Controller),
-            Err(e) => Err(e),
-        };
+    let started = match controller_config(
+        config,
+        policy,
+        emu,
+        agent_url.as_deref(),
+        &token,
+        actuator,
+        keep_memory,
+    ) {
+        Ok(cc) => super::super::start(cc).await.map_err(DemoError::Controller),
+        Err(e) => Err(e),
+    };
     let controller = match started {
         Ok(c) => c,
         Err(e) => {
