@@ -150,7 +150,7 @@ impl DemoConfig {
             conf,
             seed: args.seed,
             burst_interval: burst_interval_for(per_policy),
-            burst_size: 3,
+            burst_size: 1,
             live: true,
         })
     }

@@ -39,6 +39,8 @@ pub struct PolicySummary {
     pub failed_actions: u64,
     /// Memory held back from long jobs, integrated over time, in GB·s.
     pub reclaimed_gb_seconds: f64,
+    /// CPU held back from long jobs, integrated over time, in vcore·s.
+    pub reclaimed_vcore_seconds: f64,
 }
 
 /// Nearest-rank percentile (`p` in (0, 100]) of unsorted values.
@@ -94,6 +96,7 @@ impl PolicySummary {
             preemptions: count(&metrics.actions),
             failed_actions: count(&metrics.failures),
             reclaimed_gb_seconds: metrics.reclaimed_mb_seconds / 1024.0,
+            reclaimed_vcore_seconds: metrics.reclaimed_vcore_seconds,
         }
     }
 }
@@ -119,6 +122,7 @@ pub fn table(rows: &[PolicySummary]) -> String {
         "re-run attempts",
         "preemptions",
         "reclaimed GB·s",
+        "reclaimed vcore·s",
     ];
     let cells: Vec<Vec<String>> = rows
         .iter()
@@ -134,6 +138,7 @@ pub fn table(rows: &[PolicySummary]) -> String {
                 r.rerun_attempts.to_string(),
                 r.preemptions.to_string(),
                 format!("{:.0}", r.reclaimed_gb_seconds),
+                format!("{:.0}", r.reclaimed_vcore_seconds),
             ]
         })
         .collect();
@@ -238,6 +243,7 @@ mod tests {
             .insert(("graceful".into(), "set-node-capacity".into()), 2);
         m.failures.insert(("graceful".into(), "suspend".into()), 1);
         m.reclaimed_mb_seconds = 2048.0 * 10.0;
+        m.reclaimed_vcore_seconds = 15.0;
         let s = PolicySummary::new("graceful", &records, &m, 31_000);
         assert_eq!((s.short_submitted, s.short_finished), (2, 1));
         assert_eq!(s.short_still_waiting, 1);
@@ -250,6 +256,7 @@ mod tests {
         assert_eq!(s.preemptions, 3);
         assert_eq!(s.failed_actions, 1);
         assert!((s.reclaimed_gb_seconds - 20.0).abs() < 1e-9);
+        assert_eq!(s.reclaimed_vcore_seconds, 15.0);
         let t = table(&[s]);
         assert!(t.contains("| graceful "), "{t}");
         assert!(t.contains("1.0 / 30.0"), "{t}");

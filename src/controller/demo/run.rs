@@ -37,6 +37,10 @@ const AGENT_LEASE: Duration = Duration::from_secs(10);
 /// taken, and a short job gets room only when a long task ends or is preempted.
 const LONG_FILL: f64 = 1.2;
 
+/// A long job may take every task slot: few ApplicationMasters, whose containers the
+/// emulator runs in-process (no cgroup for an agent to act on).
+const LONG_JOB_SHARE: f64 = 1.0;
+
 /// What [`run`] measured.
 #[derive(Clone, Debug)]
 pub struct DemoReport {
@@ -490,6 +494,7 @@ async fn drive(
             user: "demo".into(),
             tick: Duration::from_secs(2),
             long_fill: LONG_FILL,
+            long_job_share: LONG_JOB_SHARE,
         },
         stop.clone(),
     ));
