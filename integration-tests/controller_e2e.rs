@@ -100,7 +100,7 @@ impl Cluster {
 }
 
 /// 2 NodeManagers of 4 GB and 8 vcores, memory-bound: a long job's 1 GB AM and seven
-/// 1 GB tasks fill them and five more tasks wait.
+/// 1 GB tasks fill them.
 async fn long_jobs_fill_the_cluster(test: &str) -> Option<Cluster> {
     let docker = docker_or_skip(test).await?;
     let image = TestImage::build(&docker, "preemptor-ctl").await;
@@ -109,7 +109,7 @@ async fn long_jobs_fill_the_cluster(test: &str) -> Option<Cluster> {
     config.image = Some(image.tag.clone());
     config.heartbeat_interval = Duration::from_millis(200);
     config.cpu_scale = 0.1;
-    config.min_allocation = Resource::new(512, 1);
+    config.min_allocation = Resource::new(64, 1);
     let started = Emulator::start(config).await.expect("emulator starts");
     let emulator = EmulatorGuard {
         docker: docker.clone(),
@@ -125,7 +125,7 @@ async fn long_jobs_fill_the_cluster(test: &str) -> Option<Cluster> {
     };
     let spec = WorkloadSpec::parse(
         r#"{"kernel":"burn","args":["--iterations","0","--rounds-millions","1","--memory-mb","4"],
-            "tasks":12,"memoryMb":1024,"vcores":1}"#,
+            "tasks":7,"memoryMb":1024,"vcores":1}"#,
     )
     .expect("spec");
     let app: ApplicationId = submit(
@@ -166,7 +166,7 @@ async fn long_jobs_fill_the_cluster(test: &str) -> Option<Cluster> {
 fn short_spec() -> WorkloadSpec {
     WorkloadSpec::parse(
         r#"{"kernel":"burn","args":["--iterations","0","--rounds-millions","1","--memory-mb","4"],
-            "tasks":1,"memoryMb":512,"vcores":1}"#,
+            "tasks":1,"memoryMb":448,"vcores":1}"#,
     )
     .expect("spec")
 }
@@ -230,6 +230,12 @@ async fn stop(c: Cluster) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn controller_throttles_long_containers_for_short_jobs_and_restores_them_on_shutdown() {
     let test = "controller_throttles_long_containers_for_short_jobs_and_restores_them_on_shutdown";
+    if std::env::var_os("CONTROLLER_E2E_TRACE").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("preemptor=debug")
+            .with_test_writer()
+            .try_init();
+    }
     let Some(cluster) = long_jobs_fill_the_cluster(test).await else {
         return;
     };
@@ -245,27 +251,45 @@ async fn controller_throttles_long_containers_for_short_jobs_and_restores_them_o
         "nothing to do before short work arrives"
     );
 
+    // Each round starts from a full cluster: one short job needs exactly one suspended
+    // long container (448 MB AM + 448 MB task in the 960 MB it frees), is killed once it
+    // runs, and the controller resumes the container before the next round.
+    let rm = preemptor::yarn::RmClient::new(&cluster.controller_config(30_000).settings.rm)
+        .expect("rm client");
     let mut latencies = Vec::new();
     for i in 0..3 {
-        let before = cluster.throttled().len();
         let t0 = Instant::now();
         let app: ApplicationId = submit(
             &proxy,
             &format!("tpch-q6-{i}"),
             "short",
             &short_spec(),
-            Resource::new(512, 1),
+            Resource::new(448, 1),
         )
         .await
         .parse()
         .expect("application id");
-        wait_for_more_throttled(&cluster, before, Duration::from_secs(20)).await;
+        wait_for_more_throttled(&cluster, 0, Duration::from_secs(20)).await;
         // From before the client's new-application call: an upper bound on the time
         // from the proxy seeing the submission.
         latencies.push(t0.elapsed().as_secs_f64() * 1000.0);
         wait_short_running(&cluster, app).await;
-        // Let the short job's own requests settle before the next submission.
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        if i == 2 {
+            break;
+        }
+        rm.kill_app(&app).await.expect("kill the short job");
+        let t1 = Instant::now();
+        while !cluster.throttled().is_empty() {
+            assert!(
+                t1.elapsed() < Duration::from_secs(20),
+                "the long containers were not resumed after the short job left"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        println!(
+            "short job gone -> long containers resumed in {:?}",
+            t1.elapsed()
+        );
     }
     latencies.sort_by(f64::total_cmp);
     println!(
@@ -365,5 +389,127 @@ async fn a_controller_killed_without_shutdown_leaves_nothing_throttled_after_the
         lease
     );
     assert_all_original(&cluster);
+    stop(cluster).await;
+}
+
+/// The real binary: SIGTERM resumes everything before the agent's lease could.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_makes_the_controller_binary_resume_everything_and_exit() {
+    let test = "sigterm_makes_the_controller_binary_resume_everything_and_exit";
+    let Some(cluster) = long_jobs_fill_the_cluster(test).await else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let conf = dir.path();
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/hadoop-conf/capacity-scheduler.xml"
+        ),
+        conf.join("capacity-scheduler.xml"),
+    )
+    .expect("copy capacity-scheduler.xml");
+    std::fs::write(conf.join("agent.token"), TOKEN).expect("token");
+    std::fs::write(conf.join("api.token"), "api-token").expect("token");
+    let props = [
+        (
+            "yarn.preemptor.rm.address",
+            cluster.h().rm_url().to_string(),
+        ),
+        ("yarn.preemptor.policy", "immediate".into()),
+        ("yarn.preemptor.monitoring-interval-ms", "1000".into()),
+        ("yarn.preemptor.natural-termination-factor", "1.0".into()),
+        ("yarn.preemptor.total-preemption-per-round", "1.0".into()),
+        (
+            "yarn.preemptor.agent.addresses",
+            format!("127.0.0.1={}", cluster.agent.url),
+        ),
+        (
+            "yarn.preemptor.agent.token-file",
+            conf.join("agent.token").display().to_string(),
+        ),
+        ("yarn.preemptor.agent.lease-timeout-ms", "60000".into()),
+        ("yarn.preemptor.controller.listen", "127.0.0.1:0".into()),
+        (
+            "yarn.preemptor.controller.token-file",
+            conf.join("api.token").display().to_string(),
+        ),
+    ];
+    let mut xml = String::from("<?xml version=\"1.0\"?>\n<configuration>\n");
+    for (k, v) in props {
+        xml.push_str(&format!(
+            "  <property><name>{k}</name><value>{v}</value></property>\n"
+        ));
+    }
+    xml.push_str("</configuration>\n");
+    std::fs::write(conf.join("preemptor-site.xml"), xml).expect("preemptor-site.xml");
+
+    let log = conf.join("controller.log");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_preemptor"))
+        .args(["controller", "--conf-dir"])
+        .arg(conf)
+        .env("RUST_LOG", "info")
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("spawning preemptor controller");
+    struct Reap(std::process::Child);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    // Killed and reaped however the test ends.
+    let mut child = Reap(child);
+    let pid = child.0.id() as i32;
+    let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
+
+    submit(
+        cluster.h().rm_url(),
+        "tpch-q6",
+        "short",
+        &short_spec(),
+        Resource::new(448, 1),
+    )
+    .await;
+    let t0 = Instant::now();
+    while cluster.throttled().is_empty() {
+        if let Ok(Some(status)) = child.0.try_wait() {
+            panic!("the controller exited ({status}):\n{}", read_log());
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "no throttle within 20 s:\n{}",
+            read_log()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // SAFETY: signalling our own child, which has not been reaped.
+    let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
+    assert_eq!(rc, 0, "kill -TERM {pid}");
+    let t1 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.0.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(
+            t1.elapsed() < Duration::from_secs(20),
+            "the controller did not exit on SIGTERM:\n{}",
+            read_log()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(status.success(), "exit {status}:\n{}", read_log());
+    // Well inside the 60 s lease: the controller itself put everything back.
+    assert_all_original(&cluster);
+    let restored = cluster
+        .h()
+        .inspect(|s| s.nodes.iter().all(|n| n.total == n.capacity));
+    assert!(restored, "advertised capacities restored:\n{}", read_log());
+    assert!(
+        read_log().contains("controller shutting down"),
+        "{}",
+        read_log()
+    );
     stop(cluster).await;
 }

@@ -21,7 +21,8 @@ capacity-scheduler.xml for queues and preemptor-site.xml for Preemptor's setting
 `preemptor check-config` to validate a configuration directory."
 )]
 struct Cli {
-    /// Log output format.
+    /// Log output format: `text` (the preemption log as plain lines) or `json` (one JSON
+    /// object a line, preemption records with their fields; see docs/preemption-log.md).
     #[arg(long, global = true, value_enum, default_value_t = LogFormatArg::Text, env = "PREEMPTOR_LOG_FORMAT")]
     log_format: LogFormatArg,
 
@@ -54,14 +55,38 @@ enum Command {
 }
 
 fn init_tracing(format: LogFormatArg) {
+    use std::io::IsTerminal;
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::filter::filter_fn;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+
+    use preemptor::controller::log::{PreemptionFormat, TARGET};
+
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let registry = tracing_subscriber::registry().with(filter);
     match format {
-        LogFormatArg::Text => builder.init(),
-        LogFormatArg::Json => builder.json().init(),
+        LogFormatArg::Text => {
+            let ansi = std::io::stderr().is_terminal();
+            // The preemption log carries its own time and fields: print its line alone.
+            let general = tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(ansi)
+                .with_filter(filter_fn(|m| m.target() != TARGET));
+            let preemption = tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .event_format(PreemptionFormat { ansi })
+                .with_filter(filter_fn(|m| m.target() == TARGET));
+            registry.with(general).with(preemption).init();
+        }
+        LogFormatArg::Json => registry
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .json()
+                    .with_writer(std::io::stderr),
+            )
+            .init(),
     }
 }
 

@@ -1,14 +1,492 @@
 //! The controller's HTTP API: status, events (SSE), metrics and the dashboard.
+//! Read-only: every route is a GET. Documented in docs/dashboard.md.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
+use axum::{Json, Router};
+use futures_util::Stream;
+use serde::{Deserialize, Serialize};
+use subtle::ConstantTimeEq;
+use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
 
-use super::hub::Hub;
+use super::hub::{ActionRecord, ControllerEvent, Hub, StatusReport};
+use super::{dashboard, metrics};
+
+/// Actions kept for the dashboard and `/api/v1/actions`.
+pub const RECENT_ACTIONS: usize = 500;
+/// Short-job waits kept for the dashboard's chart.
+pub const RECENT_WAITS: usize = 1000;
+/// No route reads a body; anything larger is refused before it is buffered.
+const MAX_BODY_BYTES: usize = 1024;
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+struct ApiState {
+    hub: Hub,
+    token: Arc<Vec<u8>>,
+    recent: Mutex<Recent>,
+}
+
+/// The tail of the event stream, caught up lazily on each read, so that a page load or
+/// `preemptor logs` shows what happened before it connected.
+struct Recent {
+    rx: broadcast::Receiver<ControllerEvent>,
+    actions: VecDeque<ActionRecord>,
+    waits: VecDeque<WaitPoint>,
+    /// Events that fell out of the buffer between two reads.
+    missed: u64,
+}
+
+/// One short application's wait for its first container.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitPoint {
+    pub at_ms: u64,
+    pub application: String,
+    pub wait_ms: u64,
+}
+
+/// `/api/v1/actions`: the most recent preemption log records, oldest first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecentActions {
+    pub actions: Vec<ActionRecord>,
+    /// Events the API missed because they came faster than it read them.
+    pub missed: u64,
+}
+
+/// What the dashboard renders from.
+pub struct Snapshot {
+    pub status: Arc<StatusReport>,
+    pub actions: Vec<ActionRecord>,
+    pub waits: Vec<WaitPoint>,
+    pub missed: u64,
+}
+
+impl Recent {
+    fn catch_up(&mut self) {
+        loop {
+            match self.rx.try_recv() {
+                Ok(ControllerEvent::Action(a)) => {
+                    push_bounded(&mut self.actions, *a, RECENT_ACTIONS);
+                }
+                Ok(ControllerEvent::ShortWait {
+                    at_ms,
+                    application,
+                    wait_ms,
+                }) => push_bounded(
+                    &mut self.waits,
+                    WaitPoint {
+                        at_ms,
+                        application,
+                        wait_ms,
+                    },
+                    RECENT_WAITS,
+                ),
+                Ok(ControllerEvent::Tick(_) | ControllerEvent::Warning { .. }) => {}
+                Err(TryRecvError::Lagged(n)) => self.missed += n,
+                Err(TryRecvError::Empty | TryRecvError::Closed) => return,
+            }
+        }
+    }
+}
+
+fn push_bounded<T>(q: &mut VecDeque<T>, item: T, cap: usize) {
+    if q.len() == cap {
+        q.pop_front();
+    }
+    q.push_back(item);
+}
+
+/// An error answer: status, stable code and a reason for the operator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: String,
+    pub reason: String,
+}
+
+struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    reason: String,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut resp = (
+            self.status,
+            Json(ErrorBody {
+                error: self.code.into(),
+                reason: self.reason,
+            }),
+        )
+            .into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        resp
+    }
+}
 
 /// Every route of the controller's API. `token` guards all but `/healthz`.
 pub fn router(hub: Hub, token: Arc<Vec<u8>>) -> Router {
-    let _ = (hub, token);
-    Router::new().route("/healthz", get(|| async { "ok" }))
+    let state = Arc::new(ApiState {
+        recent: Mutex::new(Recent {
+            rx: hub.subscribe(),
+            actions: VecDeque::new(),
+            waits: VecDeque::new(),
+            missed: 0,
+        }),
+        hub,
+        token,
+    });
+    let protected = Router::new()
+        .route("/", get(dashboard_page))
+        .route("/api/v1/status", get(status))
+        .route("/api/v1/actions", get(actions))
+        .route("/api/v1/events", get(events))
+        .route("/metrics", get(metrics_text))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+    Router::new()
+        .route(
+            "/healthz",
+            get(|| async { Json(serde_json::json!({"status": "ok"})) }),
+        )
+        .merge(protected)
+        .fallback(not_found)
+        .method_not_allowed_fallback(read_only)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+impl ApiState {
+    fn snapshot(&self) -> Snapshot {
+        let mut recent = self
+            .recent
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        recent.catch_up();
+        Snapshot {
+            status: self.hub.status(),
+            actions: recent.actions.iter().cloned().collect(),
+            waits: recent.waits.iter().cloned().collect(),
+            missed: recent.missed,
+        }
+    }
+}
+
+/// The token from `Authorization: Bearer` or, for browsers and EventSource, `?token=`.
+fn presented_token(req: &Request) -> Option<Vec<u8>> {
+    if let Some(t) = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+    {
+        return Some(t.trim().as_bytes().to_vec());
+    }
+    req.uri()
+        .query()?
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("token="))
+        .map(percent_decode)
+}
+
+/// `%XX` decoding only: a `+` stays a `+`, as base64 tokens need.
+fn percent_decode(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%' {
+            let pair = (
+                b.get(i + 1).copied().and_then(hex),
+                b.get(i + 2).copied().and_then(hex),
+            );
+            if let (Some(h), Some(l)) = pair {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    out
+}
+
+async fn require_token(State(st): State<Arc<ApiState>>, req: Request, next: Next) -> Response {
+    let presented = presented_token(&req);
+    let ok = presented
+        .as_deref()
+        .is_some_and(|t| bool::from(t.ct_eq(st.token.as_slice())));
+    if ok {
+        return next.run(req).await;
+    }
+    let reason = if presented.is_some() {
+        "wrong token"
+    } else {
+        "missing token: send `Authorization: Bearer <token>` or, from a browser, add \
+         `?token=<token>` to the URL (the controller's --token-file)"
+    };
+    ApiError {
+        status: StatusCode::UNAUTHORIZED,
+        code: "unauthorized",
+        reason: reason.into(),
+    }
+    .into_response()
+}
+
+async fn status(State(st): State<Arc<ApiState>>) -> Json<StatusReport> {
+    Json(st.hub.status().as_ref().clone())
+}
+
+async fn actions(State(st): State<Arc<ApiState>>) -> Json<RecentActions> {
+    let snap = st.snapshot();
+    Json(RecentActions {
+        actions: snap.actions,
+        missed: snap.missed,
+    })
+}
+
+async fn metrics_text(State(st): State<Arc<ApiState>>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        metrics::render(&st.hub.metrics(), &st.hub.status()),
+    )
+        .into_response()
+}
+
+async fn dashboard_page(State(st): State<Arc<ApiState>>) -> Html<String> {
+    Html(dashboard::page(&st.snapshot()))
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn sse_event(e: &ControllerEvent) -> Event {
+    match Event::default().event(e.name()).json_data(e) {
+        Ok(ev) => ev,
+        // Serialising our own enum cannot fail; say so on the stream if it ever does.
+        Err(err) => Event::default()
+            .event("warning")
+            .data(format!("encoding event: {err}")),
+    }
+}
+
+async fn events(
+    State(st): State<Arc<ApiState>>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let rx = st.hub.subscribe();
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        let event = match rx.recv().await {
+            Ok(ev) => ev,
+            // A slow reader hears that it lost events instead of silently skipping them.
+            Err(RecvError::Lagged(missed)) => ControllerEvent::Warning {
+                at_ms: now_ms(),
+                message: format!(
+                    "this event stream fell behind and missed {missed} events; \
+                     /api/v1/actions has the recent preemption log"
+                ),
+            },
+            Err(RecvError::Closed) => return None,
+        };
+        Some((Ok(sse_event(&event)), rx))
+    });
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+}
+
+async fn not_found() -> ApiError {
+    ApiError {
+        status: StatusCode::NOT_FOUND,
+        code: "not_found",
+        reason: "no such route; see docs/dashboard.md (/, /api/v1/status, \
+                 /api/v1/actions, /api/v1/events, /metrics, /healthz)"
+            .into(),
+    }
+}
+
+async fn read_only() -> ApiError {
+    ApiError {
+        status: StatusCode::METHOD_NOT_ALLOWED,
+        code: "method_not_allowed",
+        reason: "the controller API is read-only: use GET".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::hub::Outcome;
+    use axum::body::Body;
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    fn app(hub: &Hub) -> Router {
+        router(hub.clone(), Arc::new(b"s3cr+t/=".to_vec()))
+    }
+
+    async fn get(app: &Router, uri: &str, bearer: Option<&str>) -> (StatusCode, String) {
+        let mut req = axum::http::Request::get(uri);
+        if let Some(t) = bearer {
+            req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+        }
+        let resp = app
+            .clone()
+            .oneshot(req.body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let status = resp.status();
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    fn action(n: u64) -> ActionRecord {
+        ActionRecord {
+            at_ms: 1_700_000_000_000 + n,
+            policy: "graceful".into(),
+            action: "suspend".into(),
+            container: Some(format!("container_1_0001_01_{n:06}")),
+            application: Some("application_1_0001".into()),
+            queue: Some("root.long".into()),
+            node: Some("nm1:8042".into()),
+            before: "<1024 MB, 1 vcores>".into(),
+            after: "<64 MB, 0.010 vcores>".into(),
+            reason: "root.short under guarantee".into(),
+            latency_ms: Some(40),
+            outcome: Outcome::Applied,
+        }
+    }
+
+    #[tokio::test]
+    async fn everything_but_healthz_needs_the_token() {
+        let hub = Hub::new();
+        let app = app(&hub);
+        assert_eq!(get(&app, "/healthz", None).await.0, StatusCode::OK);
+        for uri in ["/", "/api/v1/status", "/api/v1/actions", "/metrics"] {
+            let (code, body) = get(&app, uri, None).await;
+            assert_eq!(code, StatusCode::UNAUTHORIZED, "{uri}");
+            let err: ErrorBody = serde_json::from_str(&body).unwrap();
+            assert_eq!(err.error, "unauthorized");
+            assert_eq!(
+                get(&app, uri, Some("nope")).await.0,
+                StatusCode::UNAUTHORIZED
+            );
+            assert_eq!(get(&app, uri, Some("s3cr+t/=")).await.0, StatusCode::OK);
+        }
+        // The query form, percent-encoded or raw; `+` is not a space.
+        assert_eq!(
+            get(&app, "/api/v1/status?token=s3cr%2Bt%2F%3D", None)
+                .await
+                .0,
+            StatusCode::OK
+        );
+        assert_eq!(
+            get(&app, "/api/v1/status?x=1&token=s3cr+t/=", None).await.0,
+            StatusCode::OK
+        );
+        assert_eq!(
+            get(&app, "/api/v1/status?token=s3cr%20t/=", None).await.0,
+            StatusCode::UNAUTHORIZED
+        );
+    }
+
+    #[tokio::test]
+    async fn only_get_and_errors_are_json() {
+        let app = app(&Hub::new());
+        let resp = app
+            .clone()
+            .oneshot(
+                axum::http::Request::post("/api/v1/status")
+                    .header(header::AUTHORIZATION, "Bearer s3cr+t/=")
+                    .body(Body::from("{}"))
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
+        let (code, body) = get(&app, "/api/v2/nothing", Some("s3cr+t/=")).await;
+        assert_eq!(code, StatusCode::NOT_FOUND);
+        assert!(body.contains("\"reason\""), "{body}");
+    }
+
+    #[tokio::test]
+    async fn recent_actions_include_what_happened_before_the_request() {
+        let hub = Hub::new();
+        let app = app(&hub);
+        for n in 0..3 {
+            hub.record_action(action(n));
+        }
+        hub.record_short_wait(5, "application_1_0002".into(), 900);
+        let (code, body) = get(&app, "/api/v1/actions", Some("s3cr+t/=")).await;
+        assert_eq!(code, StatusCode::OK);
+        let recent: RecentActions = serde_json::from_str(&body).unwrap();
+        assert_eq!(recent.actions, (0..3).map(action).collect::<Vec<_>>());
+        assert_eq!(recent.missed, 0);
+    }
+
+    #[tokio::test]
+    async fn a_lagging_event_stream_is_told_what_it_missed() {
+        let hub = Hub::new();
+        let resp = app(&hub)
+            .oneshot(
+                axum::http::Request::get("/api/v1/events?token=s3cr%2Bt/=")
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        // Subscribed when the handler answered; now overflow the hub's buffer unread.
+        for n in 0..5000 {
+            hub.record_action(action(n));
+        }
+        let mut body = resp.into_body();
+        let mut text = String::new();
+        while !text.contains("\n\n") {
+            let frame = body.frame().await.unwrap().unwrap();
+            if let Ok(data) = frame.into_data() {
+                text.push_str(&String::from_utf8_lossy(&data));
+            }
+        }
+        let first = text.split("\n\n").next().unwrap_or_default();
+        assert!(first.starts_with("event: warning\n"), "{first}");
+        assert!(first.contains("missed 904 events"), "{first}");
+    }
+
+    #[test]
+    fn recent_keeps_the_newest_and_counts_what_it_missed() {
+        let hub = Hub::new();
+        let mut recent = Recent {
+            rx: hub.subscribe(),
+            actions: VecDeque::new(),
+            waits: VecDeque::new(),
+            missed: 0,
+        };
+        // More than the hub's buffer between two reads.
+        for n in 0..5000 {
+            hub.record_action(action(n));
+        }
+        recent.catch_up();
+        assert!(recent.missed > 0);
+        assert_eq!(recent.actions.len(), RECENT_ACTIONS);
+        assert_eq!(recent.actions.back(), Some(&action(4999)));
+    }
 }

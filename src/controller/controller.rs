@@ -518,6 +518,8 @@ impl Loop {
                 let mut status = (*self.hub.status()).clone();
                 status.at_ms = now;
                 status.rm_reachable = false;
+                status.policy = self.settings.policy.kind.to_string();
+                status.observe_only = self.settings.policy.observe_only;
                 self.hub.set_status(status);
                 self.finish_tick(trigger, started, 0, 0);
                 return;
@@ -617,6 +619,7 @@ impl Loop {
             trigger = trigger.kind,
             since_trigger_ms = trigger.at.elapsed().as_millis() as u64,
             actions = plan.actions.len(),
+            apps = view.apps.len(),
             "decided"
         );
         let done = self
@@ -901,4 +904,95 @@ fn reclaimed(view: &ClusterView) -> Resource {
         .fold(Resource::ZERO, |acc, c| {
             acc + Limits::from(c.allocated).reclaimed_to(&c.current)
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::hub::ControllerEvent;
+
+    fn conf_dir(policy: &str) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let root = env!("CARGO_MANIFEST_DIR");
+        std::fs::copy(
+            format!("{root}/hadoop-conf/capacity-scheduler.xml"),
+            dir.path().join("capacity-scheduler.xml"),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("preemptor-site.xml"),
+            format!(
+                "<configuration>\n\
+                 <property><name>yarn.preemptor.rm.address</name><value>http://127.0.0.1:9</value></property>\n\
+                 <property><name>yarn.preemptor.rm.request-timeout-ms</name><value>300</value></property>\n\
+                 <property><name>yarn.preemptor.monitoring-interval-ms</name><value>100</value></property>\n\
+                 <property><name>yarn.preemptor.policy</name><value>{policy}</value></property>\n\
+                 </configuration>\n"
+            ),
+        )
+        .unwrap();
+        dir
+    }
+
+    async fn started(dir: &tempfile::TempDir) -> ControllerHandle {
+        let loaded = crate::config::load_dir(dir.path()).unwrap();
+        let mut config = ControllerConfig::from_loaded(
+            loaded,
+            Some(dir.path().to_path_buf()),
+            "t".into(),
+            b"t".to_vec(),
+        );
+        config.api_listen = None;
+        start(config).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_rm_is_warned_about_counted_and_nothing_is_done() {
+        let dir = conf_dir("immediate");
+        let handle = started(&dir).await;
+        let hub = handle.hub();
+        let mut rx = hub.subscribe();
+        let warning = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                match rx.recv().await {
+                    Ok(ControllerEvent::Warning { message, .. }) => return message,
+                    Ok(ControllerEvent::Action(a)) => panic!("acted without an RM: {a:?}"),
+                    Ok(_) => {}
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        })
+        .await
+        .unwrap();
+        assert!(warning.contains("ResourceManager unreachable"), "{warning}");
+        assert!(hub.metrics().rm_errors >= 1);
+        assert!(!hub.status().rm_reachable);
+        let report = handle.shutdown(false).await.unwrap();
+        assert_eq!(report, ShutdownReport::default());
+    }
+
+    #[tokio::test]
+    async fn a_bad_configuration_on_reload_is_refused_and_a_good_one_applied() {
+        let dir = conf_dir("graceful");
+        let handle = started(&dir).await;
+        let site = dir.path().join("preemptor-site.xml");
+        let good = std::fs::read_to_string(&site).unwrap();
+        std::fs::write(&site, good.replace("graceful", "no-such-policy")).unwrap();
+        let e = handle.reload().await.unwrap_err().to_string();
+        assert!(e.contains("preemptor-site.xml:"), "file:line in {e}");
+        assert!(e.contains("the old one stays"), "{e}");
+
+        std::fs::write(&site, good.replace("graceful", "none")).unwrap();
+        handle.reload().await.unwrap();
+        // The reload tick's status names the new policy.
+        let hub = handle.hub();
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while hub.status().policy != "none" {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("the new policy is in force");
+        handle.shutdown(true).await.unwrap();
+    }
 }

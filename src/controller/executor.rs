@@ -180,27 +180,21 @@ impl Executor {
             out
         }))
         .await;
-        let mut troubled: BTreeSet<NodeId> = BTreeSet::new();
-        for (a, r) in groups.into_iter().flatten() {
-            if r.is_err()
-                && let Some(n) = &a.node
-            {
-                troubled.insert(n.clone());
-            }
-            results.push((a, r));
-        }
+        let mut container_results: Vec<(Action, Result<(), String>)> =
+            groups.into_iter().flatten().collect();
         for a in no_agent {
             let r = match &a.kind {
                 ActionKind::Kill { container } => self.rm_kill(container).await,
                 _ => Err("no agent is known for this node".to_string()),
             };
-            if r.is_err()
-                && let Some(n) = &a.node
-            {
-                troubled.insert(n.clone());
-            }
-            results.push((a, r));
+            container_results.push((a, r));
         }
+        let troubled: BTreeSet<NodeId> = container_results
+            .iter()
+            .filter(|(_, r)| r.is_err())
+            .filter_map(|(a, _)| a.node.clone())
+            .collect();
+        results.extend(container_results);
 
         for a in raising {
             let node = match &a.kind {
@@ -445,5 +439,224 @@ fn reached_or_gone(view: &ClusterView, a: &Action) -> bool {
             .find(|n| &n.id == node)
             .is_none_or(|n| n.partition == *partition),
         _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use futures_util::future::BoxFuture;
+
+    use super::*;
+    use crate::agent::api::{ActionKind as AgentKind, ActionResult, ContainerStatus};
+    use crate::cluster::builder::ClusterBuilder;
+    use crate::cluster::{ContainerState, JobClass, PolicyKind};
+    use crate::config::settings::{PolicySettings, RmSettings};
+    use crate::controller::hub::ControllerEvent;
+    use crate::policy::{PolicyState, decide};
+
+    /// Records every call; fails the first `fail` of them.
+    struct FakeAgents {
+        calls: Mutex<Vec<String>>,
+        fail: Mutex<u32>,
+    }
+
+    impl Actuator for FakeAgents {
+        fn agent_for(&self, _node: &NodeId) -> Option<String> {
+            Some("http://agent".into())
+        }
+        fn act(
+            &self,
+            _agent: &str,
+            req: ActionRequest,
+        ) -> BoxFuture<'_, Result<ActionResult, String>> {
+            Box::pin(async move {
+                self.calls.lock().unwrap().push(format!(
+                    "{} {}",
+                    req.action.kind().name(),
+                    req.container
+                ));
+                let mut fail = self.fail.lock().unwrap();
+                if *fail > 0 {
+                    *fail -= 1;
+                    return Err("agent busy".into());
+                }
+                Ok(ActionResult {
+                    container: req.container.parse().map_err(|_| "bad id".to_string())?,
+                    docker_id: "d".into(),
+                    action: req.action.kind(),
+                    state: ContainerState::Suspended,
+                    changed: true,
+                    limits: None,
+                    cgroup: None,
+                    path: None,
+                    throttle_confirmed: true,
+                    memory_before_bytes: None,
+                    memory_after_bytes: None,
+                    memory_busy_retries: 0,
+                    swapping: false,
+                    dry_run: true,
+                    timings: Default::default(),
+                })
+            })
+        }
+        fn containers(&self, _agent: &str) -> BoxFuture<'_, Result<Vec<ContainerStatus>, String>> {
+            Box::pin(async { Ok(Vec::new()) })
+        }
+        fn renew_lease(&self, _agent: &str, _ttl: Duration) -> BoxFuture<'_, Result<(), String>> {
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    /// Short work waits on a cluster full of long containers: immediate suspends.
+    fn starved() -> (ClusterView, Plan, PolicySettings) {
+        let view = ClusterBuilder::new()
+            .nodes(1, Resource::new(8192, 8))
+            .queue("root.short", 95.0, 100.0, JobClass::Short)
+            .queue("root.long", 5.0, 100.0, JobClass::Long)
+            .app("root.long", "MAPREDUCE")
+            .am(Resource::new(1024, 1))
+            .containers(7, Resource::new(1024, 1))
+            .app("root.short", "MAPREDUCE")
+            .pending(1, Resource::new(512, 1))
+            .build()
+            .unwrap();
+        let settings = PolicySettings {
+            kind: PolicyKind::Immediate,
+            natural_termination_factor: 1.0,
+            total_preemption_per_round: 1.0,
+            ..PolicySettings::default()
+        };
+        let plan = decide(&view, &mut PolicyState::new(settings.clone()), 100_000);
+        assert!(
+            plan.actions.iter().any(|a| a.kind.verb() == "suspend"),
+            "{plan:?}"
+        );
+        (view, plan, settings)
+    }
+
+    fn executor(fail: u32) -> (Executor, Arc<FakeAgents>, Hub) {
+        let fake = Arc::new(FakeAgents {
+            calls: Mutex::new(Vec::new()),
+            fail: Mutex::new(fail),
+        });
+        let rm = RmClient::new(&RmSettings {
+            addresses: vec!["http://127.0.0.1:9".into()],
+            user_name: None,
+            request_timeout_ms: 200,
+        })
+        .unwrap();
+        let hub = Hub::new();
+        let ex = Executor::new(fake.clone(), rm, hub.clone(), Duration::from_secs(1), 0);
+        (ex, fake, hub)
+    }
+
+    fn outcomes(
+        rx: &mut tokio::sync::broadcast::Receiver<ControllerEvent>,
+    ) -> Vec<(String, Outcome)> {
+        let mut out = Vec::new();
+        while let Ok(e) = rx.try_recv() {
+            if let ControllerEvent::Action(a) = e {
+                out.push((a.action.clone(), a.outcome.clone()));
+            }
+        }
+        out
+    }
+
+    fn now() -> Trigger {
+        Trigger {
+            kind: "timer",
+            at: Instant::now(),
+        }
+    }
+
+    #[tokio::test]
+    async fn observe_only_logs_the_plan_and_calls_nothing() {
+        let (view, _, mut settings) = starved();
+        settings.observe_only = true;
+        let plan = decide(&view, &mut PolicyState::new(settings), 100_000);
+        let (mut ex, fake, hub) = executor(0);
+        let mut rx = hub.subscribe();
+        let done = ex
+            .execute(&view, &plan, now(), &mut Memory::default())
+            .await;
+        assert!(done.actions > 0);
+        assert!(fake.calls.lock().unwrap().is_empty());
+        let seen = outcomes(&mut rx);
+        assert_eq!(seen.len(), plan.observed.len());
+        assert!(seen.iter().all(|(_, o)| *o == Outcome::Observed));
+    }
+
+    #[tokio::test]
+    async fn a_failed_suspension_is_logged_withholds_the_capacity_and_is_retried_next_tick() {
+        let (view, plan, _) = starved();
+        let (mut ex, fake, hub) = executor(1);
+        let mut rx = hub.subscribe();
+        let mut memory = Memory::default();
+        let done = ex.execute(&view, &plan, now(), &mut memory).await;
+        assert!(done.failed >= 1, "{done:?}");
+        let first = outcomes(&mut rx);
+        assert!(
+            first.iter().any(|(a, o)| a == "suspend"
+                && matches!(o, Outcome::Failed { reason } if reason == "agent busy")),
+            "{first:?}"
+        );
+        // The room is not advertised while the container still holds it (the RM here is
+        // unreachable, so an attempt would have failed with another reason).
+        assert!(
+            first.iter().any(|(a, o)| a == "set-node-capacity"
+                && matches!(o, Outcome::Failed { reason } if reason.contains("failed"))),
+            "{first:?}"
+        );
+        assert!(ex.failed_pending() >= 1);
+
+        // Next tick the plan is empty (the policy thinks it is done): the suspension is
+        // tried again and now succeeds.
+        let empty = Plan {
+            actions: Vec::new(),
+            ..plan.clone()
+        };
+        ex.execute(&view, &empty, now(), &mut memory).await;
+        let second = outcomes(&mut rx);
+        assert!(
+            second
+                .iter()
+                .any(|(a, o)| a == "suspend" && *o == Outcome::Applied),
+            "{second:?}"
+        );
+        let calls = fake.calls.lock().unwrap().clone();
+        let suspends = calls.iter().filter(|c| c.starts_with("suspend")).count();
+        let planned = plan
+            .actions
+            .iter()
+            .filter(|a| a.kind.verb() == "suspend")
+            .count();
+        assert_eq!(
+            suspends,
+            planned + 1,
+            "only the failed one again: {calls:?}"
+        );
+        assert_eq!(calls.first(), calls.last(), "{calls:?}");
+        assert_eq!(AgentKind::Suspend.name(), "suspend");
+    }
+
+    #[tokio::test]
+    async fn a_newer_plan_supersedes_a_failed_action() {
+        let (view, plan, _) = starved();
+        let (mut ex, fake, _hub) = executor(1);
+        let mut memory = Memory::default();
+        ex.execute(&view, &plan, now(), &mut memory).await;
+        let before = fake.calls.lock().unwrap().len();
+        // The same plan again: each target is acted on once, not once for the retry and
+        // once for the plan.
+        ex.execute(&view, &plan, now(), &mut memory).await;
+        let calls = fake.calls.lock().unwrap().clone();
+        let container_actions = plan
+            .actions
+            .iter()
+            .filter(|a| a.kind.container().is_some())
+            .count();
+        assert_eq!(calls.len() - before, container_actions, "{calls:?}");
     }
 }

@@ -1,8 +1,377 @@
-//! `preemptor logs`: tail the preemption log from a controller's SSE stream.
+//! `preemptor logs`: print a controller's preemption log, and with `--follow` tail it live
+//! from `/api/v1/events`, reconnecting with backoff when the connection drops.
+
+use std::collections::VecDeque;
+use std::io::{self, IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+use tokio_util::sync::CancellationToken;
+
+use super::api::{ErrorBody, RecentActions};
+use super::hub::{ActionRecord, ControllerEvent};
+use super::log;
+use crate::agent::client::SseParser;
 
 #[derive(Debug, clap::Args)]
-pub struct LogsArgs {}
+pub struct LogsArgs {
+    /// The controller's API address, e.g. http://rm-host:8090.
+    #[arg(long, env = "PREEMPTOR_CONTROLLER")]
+    pub controller: String,
+    /// File holding the controller's API token (whitespace trimmed).
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// Keep printing new records as they happen; reconnect when the connection drops.
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// `text`: one line per action, coloured on a terminal. `json`: one JSON record a line.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
 
-pub async fn logs(_args: LogsArgs) -> Result<(), crate::NotAvailable> {
-    Err(crate::NotAvailable("logs"))
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LogsError {
+    #[error("reading the token file {path}: {source}")]
+    TokenFile { path: PathBuf, source: io::Error },
+    #[error("bad controller address {0:?}: expected http://host:port (TLS is not supported)")]
+    BadAddress(String),
+    #[error("building the HTTP client: {0}")]
+    Client(reqwest::Error),
+    #[error("cannot reach the controller at {url}: {source}")]
+    Unreachable { url: String, source: reqwest::Error },
+    #[error(
+        "the controller at {url} refused the token ({reason}); pass the controller's token \
+         with --token-file"
+    )]
+    Unauthorized { url: String, reason: String },
+    #[error("the controller at {url} answered {status}: {reason}")]
+    Status {
+        url: String,
+        status: u16,
+        reason: String,
+    },
+    #[error("reading {url}: {reason}")]
+    Stream { url: String, reason: String },
+    #[error("writing the log: {0}")]
+    Output(io::Error),
+}
+
+impl LogsError {
+    /// Worth a reconnect: the controller may come back. A refused token or an answer we
+    /// cannot use will not change by retrying.
+    fn transient(&self) -> bool {
+        match self {
+            LogsError::Unreachable { .. } | LogsError::Stream { .. } => true,
+            LogsError::Status { status, .. } => *status >= 500,
+            _ => false,
+        }
+    }
+}
+
+/// Reads the controller's API.
+pub struct ControllerClient {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+impl ControllerClient {
+    pub fn new(base: &str, token: Option<String>) -> Result<ControllerClient, LogsError> {
+        let trimmed = base.trim().trim_end_matches('/');
+        let rest = trimmed
+            .strip_prefix("http://")
+            .ok_or_else(|| LogsError::BadAddress(base.to_string()))?;
+        if rest.is_empty() || rest.contains(char::is_whitespace) {
+            return Err(LogsError::BadAddress(base.to_string()));
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .map_err(LogsError::Client)?;
+        Ok(ControllerClient {
+            http,
+            base: trimmed.to_string(),
+            token,
+        })
+    }
+
+    async fn get(&self, path: &str) -> Result<(String, reqwest::Response), LogsError> {
+        let url = format!("{}{path}", self.base);
+        let mut req = self.http.get(&url);
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.map_err(|source| LogsError::Unreachable {
+            url: url.clone(),
+            source,
+        })?;
+        let status = resp.status();
+        if status.is_success() {
+            return Ok((url, resp));
+        }
+        let body = resp.text().await.unwrap_or_default();
+        let reason = serde_json::from_str::<ErrorBody>(&body)
+            .map(|e| e.reason)
+            .unwrap_or_else(|_| body.chars().take(200).collect());
+        if status == reqwest::StatusCode::UNAUTHORIZED {
+            return Err(LogsError::Unauthorized { url, reason });
+        }
+        Err(LogsError::Status {
+            url,
+            status: status.as_u16(),
+            reason,
+        })
+    }
+
+    /// The controller's recent preemption log, oldest first.
+    pub async fn recent(&self) -> Result<RecentActions, LogsError> {
+        let (url, resp) = self.get("/api/v1/actions").await?;
+        let body = tokio::time::timeout(Duration::from_secs(30), resp.bytes())
+            .await
+            .map_err(|_| LogsError::Stream {
+                url: url.clone(),
+                reason: "timed out reading the answer".into(),
+            })?
+            .map_err(|e| LogsError::Stream {
+                url: url.clone(),
+                reason: e.to_string(),
+            })?;
+        serde_json::from_slice(&body).map_err(|e| LogsError::Stream {
+            url,
+            reason: format!("not a recent-actions answer: {e}"),
+        })
+    }
+
+    /// Subscribes to `/api/v1/events`; the subscription exists once this returns. The
+    /// stream ends when the controller closes it; an error is yielded once and ends it.
+    pub async fn events(
+        &self,
+    ) -> Result<BoxStream<'static, Result<ControllerEvent, LogsError>>, LogsError> {
+        let (url, resp) = self.get("/api/v1/events").await?;
+        let state = (
+            resp.bytes_stream(),
+            SseParser::default(),
+            VecDeque::new(),
+            url,
+        );
+        Ok(
+            futures_util::stream::unfold(Some(state), |state| async move {
+                let (mut bytes, mut parser, mut queue, url) = state?;
+                loop {
+                    if let Some(item) = queue.pop_front() {
+                        return Some((item, Some((bytes, parser, queue, url))));
+                    }
+                    match bytes.next().await {
+                        Some(Ok(chunk)) => {
+                            for frame in parser.push(&chunk) {
+                                queue.push_back(
+                                    serde_json::from_str::<ControllerEvent>(&frame.data).map_err(
+                                        |e| LogsError::Stream {
+                                            url: url.clone(),
+                                            reason: format!("event {:?}: {e}", frame.event),
+                                        },
+                                    ),
+                                );
+                            }
+                        }
+                        Some(Err(e)) => {
+                            let err = LogsError::Stream {
+                                url,
+                                reason: e.to_string(),
+                            };
+                            return Some((Err(err), None));
+                        }
+                        None => return None,
+                    }
+                }
+            })
+            .boxed(),
+        )
+    }
+}
+
+/// How records are written.
+#[derive(Clone, Copy, Debug)]
+pub struct Output {
+    pub format: Format,
+    pub colour: bool,
+}
+
+/// Remembers the last records printed so a reconnect does not print them twice.
+struct Printed {
+    recent: VecDeque<ActionRecord>,
+}
+
+const REMEMBERED: usize = 2 * super::api::RECENT_ACTIONS;
+const BACKOFF_START: Duration = Duration::from_millis(250);
+const BACKOFF_MAX: Duration = Duration::from_secs(10);
+
+impl Printed {
+    fn print(
+        &mut self,
+        out: &mut impl Write,
+        how: Output,
+        record: ActionRecord,
+    ) -> Result<(), LogsError> {
+        if self.recent.contains(&record) {
+            return Ok(());
+        }
+        let text = match how.format {
+            Format::Text => log::render(&record, how.colour),
+            Format::Json => serde_json::to_string(&record)
+                .map_err(|e| LogsError::Output(io::Error::new(io::ErrorKind::InvalidData, e)))?,
+        };
+        writeln!(out, "{text}")
+            .and_then(|_| out.flush())
+            .map_err(LogsError::Output)?;
+        if self.recent.len() == REMEMBERED {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(record);
+        Ok(())
+    }
+}
+
+/// Prints the recent log; with `follow`, keeps printing until `shutdown`.
+pub async fn tail(
+    client: &ControllerClient,
+    follow: bool,
+    how: Output,
+    out: &mut impl Write,
+    shutdown: CancellationToken,
+) -> Result<(), LogsError> {
+    let mut printed = Printed {
+        recent: VecDeque::new(),
+    };
+    if !follow {
+        let recent = client.recent().await?;
+        warn_missed(recent.missed);
+        for r in recent.actions {
+            printed.print(out, how, r)?;
+        }
+        return Ok(());
+    }
+    let mut connected_once = false;
+    let mut backoff = BACKOFF_START;
+    loop {
+        let mut connected = false;
+        let session = session(client, how, out, &mut printed, &mut connected);
+        let result = tokio::select! {
+            r = session => r,
+            () = shutdown.cancelled() => return Ok(()),
+        };
+        if connected {
+            connected_once = true;
+            backoff = BACKOFF_START;
+        }
+        // A typo in the address fails at once; a controller that goes away is waited for.
+        match result {
+            Err(e) if !connected_once || !e.transient() => return Err(e),
+            Err(e) => eprintln!("preemptor logs: {e}; reconnecting in {backoff:?}"),
+            Ok(()) => eprintln!(
+                "preemptor logs: the controller closed the event stream; reconnecting in \
+                 {backoff:?}"
+            ),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(backoff) => {}
+            () = shutdown.cancelled() => return Ok(()),
+        }
+        backoff = (backoff * 2).min(BACKOFF_MAX);
+    }
+}
+
+/// One connection: subscribe first, then print what happened before it, then stream.
+async fn session(
+    client: &ControllerClient,
+    how: Output,
+    out: &mut impl Write,
+    printed: &mut Printed,
+    connected: &mut bool,
+) -> Result<(), LogsError> {
+    let mut events = client.events().await?;
+    let recent = client.recent().await?;
+    *connected = true;
+    warn_missed(recent.missed);
+    for r in recent.actions {
+        printed.print(out, how, r)?;
+    }
+    while let Some(event) = events.next().await {
+        match event? {
+            ControllerEvent::Action(a) => printed.print(out, how, *a)?,
+            ControllerEvent::Warning { message, .. } => {
+                eprintln!("preemptor logs: controller warning: {message}");
+            }
+            ControllerEvent::Tick(_) | ControllerEvent::ShortWait { .. } => {}
+        }
+    }
+    Ok(())
+}
+
+fn warn_missed(missed: u64) {
+    if missed > 0 {
+        eprintln!("preemptor logs: the controller's recent log is missing {missed} events");
+    }
+}
+
+pub async fn logs(args: LogsArgs) -> Result<(), LogsError> {
+    let token = match &args.token_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .map_err(|source| LogsError::TokenFile {
+                    path: path.clone(),
+                    source,
+                })?
+                .trim()
+                .to_string(),
+        ),
+        None => None,
+    };
+    let client = ControllerClient::new(&args.controller, token)?;
+    let stdout = io::stdout();
+    let how = Output {
+        format: args.format,
+        colour: stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+    };
+    let shutdown = CancellationToken::new();
+    let on_signal = shutdown.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_signal.cancel();
+        }
+    });
+    let mut out = stdout.lock();
+    match tail(&client, args.follow, how, &mut out, shutdown).await {
+        // `preemptor logs | head` closes the pipe: that is the reader's choice, not an error.
+        Err(LogsError::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_are_checked() {
+        for bad in ["rm:8090", "https://rm:8090", "http://", "http://a b"] {
+            assert!(
+                matches!(
+                    ControllerClient::new(bad, None),
+                    Err(LogsError::BadAddress(_))
+                ),
+                "{bad}"
+            );
+        }
+        let c = ControllerClient::new("http://rm:8090/", None).unwrap();
+        assert_eq!(c.base, "http://rm:8090");
+    }
 }

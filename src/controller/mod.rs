@@ -12,11 +12,13 @@ pub mod api;
 pub mod cli;
 #[allow(clippy::module_inception)]
 pub mod controller;
+pub mod dashboard;
 pub mod demo;
 pub mod executor;
 pub mod hub;
 pub mod log;
 pub mod logs;
+pub mod metrics;
 pub mod view;
 
 pub use agents::{Actuator, HttpAgents};

@@ -1,0 +1,576 @@
+//! The controller's API served for real on 127.0.0.1:0 with a hub the test drives:
+//! `preemptor logs` (library and binary) and the dashboard in headless Chromium.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use preemptor::cluster::{ContainerState, JobClass, Partition};
+use preemptor::controller::api;
+use preemptor::controller::hub::{
+    ActionRecord, ContainerRow, Hub, NodeStatus, Outcome, QueueStatus, StatusReport,
+};
+use preemptor::controller::log;
+use preemptor::controller::logs::{ControllerClient, Format, LogsError, Output, tail};
+use preemptor::resources::{Limits, Resource};
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+use crate::common::unique_name;
+
+const TOKEN: &str = "c0ntr+ller/token=";
+
+/// The API as the controller builds it, once: its recent log starts when it is built.
+fn api_router(hub: &Hub) -> Router {
+    api::router(hub.clone(), Arc::new(TOKEN.as_bytes().to_vec()))
+}
+
+/// The API on a real socket, with every connection in a set the test can drop at once
+/// (axum's graceful shutdown would wait for open event streams forever).
+struct TestServer {
+    addr: SocketAddr,
+    event_streams: Arc<AtomicUsize>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl TestServer {
+    async fn start(router: &Router, addr: &str) -> TestServer {
+        let router = router.clone();
+        let listener = tokio::net::TcpListener::bind(addr).await.expect("bind");
+        let addr = listener.local_addr().expect("local addr");
+        let event_streams = Arc::new(AtomicUsize::new(0));
+        let counter = event_streams.clone();
+        let accept = tokio::spawn(async move {
+            // Dropped with this task, which aborts every connection.
+            let mut conns = tokio::task::JoinSet::new();
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let router = router.clone();
+                let counter = counter.clone();
+                conns.spawn(async move {
+                    let svc = hyper::service::service_fn(
+                        move |req: hyper::Request<hyper::body::Incoming>| {
+                            if req.uri().path() == "/api/v1/events" {
+                                counter.fetch_add(1, Ordering::SeqCst);
+                            }
+                            router.clone().oneshot(req.map(axum::body::Body::new))
+                        },
+                    );
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                        .await;
+                });
+                while conns.try_join_next().is_some() {}
+            }
+        });
+        TestServer {
+            addr,
+            event_streams,
+            accept,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    async fn kill(mut self) {
+        self.accept.abort();
+        let _ = (&mut self.accept).await;
+    }
+
+    async fn wait_for_event_streams(&self, n: usize, within: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        while self.event_streams.load(Ordering::SeqCst) < n {
+            if tokio::time::Instant::now() > deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        true
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+fn action(tag: &str, n: u64) -> ActionRecord {
+    ActionRecord {
+        at_ms: 1_795_000_000_000 + n,
+        policy: "graceful".into(),
+        action: if n % 2 == 0 { "suspend" } else { "shrink" }.into(),
+        container: Some(format!("container_{tag}_0001_01_{n:06}")),
+        application: Some("application_1795000000000_0001".into()),
+        queue: Some("root.long".into()),
+        node: Some("nm1:8042".into()),
+        before: "<4096 MB, 2 vcores>".into(),
+        after: "<64 MB, 0.010 vcores>".into(),
+        reason: "root.short pending <2048 MB, 2 vcores> under guarantee".into(),
+        latency_ms: Some(20 + n),
+        outcome: if n == 3 {
+            Outcome::Failed {
+                reason: "agent nm1:8049 timed out".into(),
+            }
+        } else {
+            Outcome::Applied
+        },
+    }
+}
+
+#[derive(Clone, Default)]
+struct SharedOut(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for SharedOut {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .map_err(|_| std::io::Error::other("poisoned"))?
+            .extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl SharedOut {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().expect("lock")).into_owned()
+    }
+
+    async fn wait_for(&self, needle: &str) {
+        for _ in 0..200 {
+            if self.text().contains(needle) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("{needle:?} never printed; output so far:\n{}", self.text());
+    }
+}
+
+#[tokio::test]
+async fn logs_follow_prints_history_then_live_records_across_a_restart() {
+    let tag = unique_name("logs").replace('-', "");
+    let hub = Hub::new();
+    let server = TestServer::start(&api_router(&hub), "127.0.0.1:0").await;
+    let addr = server.addr;
+    hub.record_action(action(&tag, 1));
+    let client = ControllerClient::new(&server.url(), Some(TOKEN.into())).expect("client");
+    let out = SharedOut::default();
+    let shutdown = CancellationToken::new();
+    let how = Output {
+        format: Format::Text,
+        colour: false,
+    };
+    let follower = {
+        let (out, shutdown) = (out.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            let mut out = out;
+            tail(&client, true, how, &mut out, shutdown).await
+        })
+    };
+    out.wait_for(&log::line(&action(&tag, 1))).await;
+    hub.record_action(action(&tag, 2));
+    out.wait_for(&log::line(&action(&tag, 2))).await;
+
+    // The controller restarts on the same address with a history that overlaps.
+    server.kill().await;
+    let hub2 = Hub::new();
+    let router2 = api_router(&hub2);
+    hub2.record_action(action(&tag, 2));
+    hub2.record_action(action(&tag, 3));
+    let server2 = TestServer::start(&router2, &addr.to_string()).await;
+    out.wait_for(&log::line(&action(&tag, 3))).await;
+    hub2.record_action(action(&tag, 4));
+    out.wait_for(&log::line(&action(&tag, 4))).await;
+
+    shutdown.cancel();
+    let result = tokio::time::timeout(Duration::from_secs(5), follower)
+        .await
+        .expect("tail stops on shutdown")
+        .expect("join");
+    assert!(result.is_ok(), "{result:?}");
+    let expected: Vec<String> = (1..=4).map(|n| log::line(&action(&tag, n))).collect();
+    assert_eq!(out.text().lines().collect::<Vec<_>>(), expected);
+    server2.kill().await;
+}
+
+#[tokio::test]
+async fn logs_follow_fails_at_once_on_a_refused_token() {
+    let hub = Hub::new();
+    let server = TestServer::start(&api_router(&hub), "127.0.0.1:0").await;
+    let client = ControllerClient::new(&server.url(), Some("wrong".into())).expect("client");
+    let how = Output {
+        format: Format::Json,
+        colour: false,
+    };
+    let mut out = Vec::new();
+    let result = tokio::time::timeout(
+        Duration::from_secs(10),
+        tail(&client, true, how, &mut out, CancellationToken::new()),
+    )
+    .await
+    .expect("no retry loop on a refused token");
+    assert!(
+        matches!(result, Err(LogsError::Unauthorized { .. })),
+        "{result:?}"
+    );
+    server.kill().await;
+}
+
+async fn run_logs_cli(args: &[&str]) -> std::process::Output {
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_preemptor"))
+        .arg("logs")
+        .args(args)
+        .env_remove("PREEMPTOR_CONTROLLER")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn preemptor logs");
+    tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("preemptor logs exits")
+        .expect("output")
+}
+
+#[tokio::test]
+async fn logs_cli_prints_the_recent_log_and_explains_failures() {
+    let tag = unique_name("cli").replace('-', "");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let good = dir.path().join("token");
+    let bad = dir.path().join("bad-token");
+    std::fs::write(&good, format!("{TOKEN}\n")).expect("token file");
+    std::fs::write(&bad, "not-it").expect("token file");
+    let hub = Hub::new();
+    let server = TestServer::start(&api_router(&hub), "127.0.0.1:0").await;
+    for n in 1..=3 {
+        hub.record_action(action(&tag, n));
+    }
+    let url = server.url();
+    let good = good.to_string_lossy().into_owned();
+    let bad = bad.to_string_lossy().into_owned();
+
+    let text = run_logs_cli(&["--controller", &url, "--token-file", &good]).await;
+    assert!(text.status.success(), "{text:?}");
+    let expected: Vec<String> = (1..=3).map(|n| log::line(&action(&tag, n))).collect();
+    // Not a terminal: no colour codes.
+    assert_eq!(
+        String::from_utf8_lossy(&text.stdout)
+            .lines()
+            .collect::<Vec<_>>(),
+        expected
+    );
+
+    let json = run_logs_cli(&[
+        "--controller",
+        &url,
+        "--token-file",
+        &good,
+        "--format",
+        "json",
+    ])
+    .await;
+    assert!(json.status.success(), "{json:?}");
+    let records: Vec<ActionRecord> = String::from_utf8_lossy(&json.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON record a line"))
+        .collect();
+    assert_eq!(
+        records,
+        (1..=3).map(|n| action(&tag, n)).collect::<Vec<_>>()
+    );
+
+    let refused = run_logs_cli(&["--controller", &url, "--token-file", &bad, "--follow"]).await;
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("refused the token"), "{stderr}");
+
+    let missing = run_logs_cli(&["--controller", &url]).await;
+    assert!(!missing.status.success());
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("missing token"),
+        "{missing:?}"
+    );
+
+    server.kill().await;
+    // Nothing listens there any more.
+    let gone = run_logs_cli(&["--controller", &url, "--token-file", &good]).await;
+    assert!(!gone.status.success());
+    let stderr = String::from_utf8_lossy(&gone.stderr);
+    assert!(stderr.contains("cannot reach the controller"), "{stderr}");
+}
+
+/// Chromium from PATH (or `$CHROMIUM`). Missing is a failure under `CI=true`.
+fn chromium_or_skip(test: &str) -> Option<PathBuf> {
+    let candidates = std::env::var_os("CHROMIUM")
+        .map(|c| vec![PathBuf::from(c)])
+        .unwrap_or_default();
+    let on_path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default();
+    let found = candidates.into_iter().find(|c| c.is_file()).or_else(|| {
+        ["chromium", "chromium-browser", "google-chrome"]
+            .iter()
+            .flat_map(|name| on_path.iter().map(move |dir| dir.join(name)))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!(
+                "{test}: headless Chromium is required under CI=true (apt-get install chromium)"
+            );
+        }
+        eprintln!("SKIPPED {test}: no chromium on PATH (apt-get install chromium)");
+    }
+    found
+}
+
+fn cluster_status() -> StatusReport {
+    let container = |id: u32, state, current| ContainerRow {
+        id: format!("container_1795000000000_0001_01_{id:06}"),
+        application: "application_1795000000000_0001".into(),
+        queue: "root.long".into(),
+        allocated: Resource::new(4096, 2),
+        current,
+        state,
+    };
+    StatusReport {
+        at_ms: 1_795_000_000_000,
+        policy: "graceful".into(),
+        observe_only: false,
+        rm: "http://127.0.0.1:8088".into(),
+        rm_reachable: true,
+        queues: vec![
+            QueueStatus {
+                path: "root.short".into(),
+                class: Some(JobClass::Short),
+                guaranteed: Resource::new(8192, 8),
+                maximum: Resource::new(16384, 16),
+                used: Resource::new(2048, 2),
+                pending: Resource::new(6144, 6),
+                preemption_disabled: true,
+            },
+            QueueStatus {
+                path: "root.long".into(),
+                class: Some(JobClass::Long),
+                guaranteed: Resource::new(8192, 8),
+                maximum: Resource::new(16384, 16),
+                used: Resource::new(12288, 6),
+                pending: Resource::new(4096, 2),
+                preemption_disabled: false,
+            },
+        ],
+        nodes: vec![NodeStatus {
+            id: "nm1:8042".into(),
+            capacity: Resource::new(16384, 16),
+            advertised: Resource::new(16384, 16),
+            partition: Partition::General,
+            agent: Some("http://127.0.0.1:8049".into()),
+            agent_reachable: true,
+            containers: vec![
+                container(2, ContainerState::Suspended, Limits::new(64, 10)),
+                container(3, ContainerState::Shrunk, Limits::new(2048, 1000)),
+                container(4, ContainerState::Running, Limits::new(4096, 2000)),
+            ],
+        }],
+        suspended: 1,
+        shrunk: 1,
+        reclaimed: Resource::new(6144, 2),
+    }
+}
+
+/// Runs Chromium on the dashboard. Chromium only finishes (its virtual time only runs
+/// out) once the page's event stream is gone, so the server is killed after the page
+/// connected and `live` actions were streamed to it.
+async fn chromium_on_dashboard(
+    chromium: &Path,
+    hub: &Hub,
+    router: &Router,
+    profile: &Path,
+    mode: &[String],
+    live: impl Fn(u64) -> ActionRecord,
+) -> std::process::Output {
+    let server = TestServer::start(router, "127.0.0.1:0").await;
+    let url = format!(
+        "{}/?token={}",
+        server.url(),
+        TOKEN
+            .replace('+', "%2B")
+            .replace('/', "%2F")
+            .replace('=', "%3D")
+    );
+    let child = tokio::process::Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--hide-scrollbars",
+            "--window-size=1280,960",
+            "--virtual-time-budget=2000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(mode)
+        .arg(&url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn chromium");
+    let connected = server
+        .wait_for_event_streams(1, Duration::from_secs(60))
+        .await;
+    if connected {
+        for n in 0..6 {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            hub.record_action(live(n));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    server.kill().await;
+    let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("chromium exits once the event stream is gone")
+        .expect("chromium output");
+    assert!(
+        connected,
+        "the page never opened /api/v1/events; chromium said:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// Width and height from a PNG's IHDR chunk.
+fn png_size(bytes: &[u8]) -> Option<(u32, u32)> {
+    const SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
+    if bytes.len() < 24 || !bytes.starts_with(SIGNATURE) || &bytes[12..16] != b"IHDR" {
+        return None;
+    }
+    let be = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    Some((be(&bytes[16..20]), be(&bytes[20..24])))
+}
+
+#[tokio::test]
+async fn dashboard_in_headless_chromium_shows_queues_nodes_and_live_preemptions() {
+    let test = "dashboard_in_headless_chromium";
+    let Some(chromium) = chromium_or_skip(test) else {
+        return;
+    };
+    let tag = unique_name("dash").replace('-', "");
+    let live_tag = format!("{tag}live");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hub = Hub::new();
+    let router = api_router(&hub);
+    hub.set_status(cluster_status());
+    for (i, wait) in [8200u64, 5100, 900, 350, 420].iter().enumerate() {
+        hub.record_short_wait(
+            1_795_000_000_000 + 10_000 * i as u64,
+            format!("application_1795000000000_{:04}", i + 10),
+            *wait,
+        );
+    }
+    let before = action(&tag, 1);
+    hub.record_action(before.clone());
+    hub.record_action(action(&tag, 3));
+
+    // The screenshot: right size, and not a blank page.
+    let shot = dir.path().join("dashboard.png");
+    let blank = dir.path().join("blank.png");
+    chromium_on_dashboard(
+        &chromium,
+        &hub,
+        &router,
+        &dir.path().join("profile-shot"),
+        &[format!("--screenshot={}", shot.display())],
+        |n| action(&format!("{tag}shot"), n),
+    )
+    .await;
+    let png = std::fs::read(&shot).expect("chromium wrote the screenshot");
+    // For a human look: PREEMPTOR_DASHBOARD_PNG=/tmp/dashboard.png cargo test ...
+    if let Some(keep) = std::env::var_os("PREEMPTOR_DASHBOARD_PNG") {
+        std::fs::write(&keep, &png).expect("copy of the screenshot");
+    }
+    assert_eq!(png_size(&png), Some((1280, 960)));
+    let blank_run = tokio::process::Command::new(&chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--window-size=1280,960",
+        ])
+        .arg(format!(
+            "--user-data-dir={}",
+            dir.path().join("profile-blank").display()
+        ))
+        .arg(format!("--screenshot={}", blank.display()))
+        .arg("about:blank")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .status();
+    let blank_ok = tokio::time::timeout(Duration::from_secs(60), blank_run)
+        .await
+        .is_ok_and(|s| s.is_ok_and(|s| s.success()));
+    let blank_png = std::fs::read(&blank).ok().filter(|_| blank_ok);
+    let blank_len = blank_png.as_ref().map_or(0, Vec::len);
+    // Compressed size tracks content: the dashboard's PNG is many times a blank page's.
+    assert!(
+        png.len() > 4 * blank_len.max(2000),
+        "screenshot looks blank: {} bytes (blank page: {blank_len})",
+        png.len()
+    );
+    let distinct = {
+        let mut seen = [false; 256];
+        png.iter().for_each(|b| seen[*b as usize] = true);
+        seen.iter().filter(|s| **s).count()
+    };
+    assert!(distinct > 200, "{distinct} distinct byte values");
+
+    // The DOM after live events: the earlier action server-rendered, later ones appended
+    // by the page's script from the SSE stream.
+    let dump = chromium_on_dashboard(
+        &chromium,
+        &hub,
+        &router,
+        &dir.path().join("profile-dom"),
+        &["--dump-dom".to_string()],
+        |n| action(&live_tag, n),
+    )
+    .await;
+    let dom = String::from_utf8_lossy(&dump.stdout);
+    assert!(dom.contains("root.short"), "queues missing:\n{dom}");
+    assert!(dom.contains("2048 / 8192 MB guaranteed"));
+    assert!(dom.contains("container_1795000000000_0001_01_000002"));
+    assert!(dom.contains("64 / 4096 MB"));
+    assert!(dom.contains("class=\"wait\""));
+    assert!(
+        dom.contains(before.container.as_deref().unwrap_or("")),
+        "server-rendered action missing"
+    );
+    assert!(dom.contains("failed: agent nm1:8049 timed out"));
+    let live_rows: Vec<&str> = dom
+        .split("<tr ")
+        .filter(|row| row.contains("live\"") && row.contains(&live_tag))
+        .collect();
+    assert!(
+        !live_rows.is_empty(),
+        "no action arrived through the event stream:\n{dom}"
+    );
+    assert!(
+        live_rows[0].contains("&lt;4096 MB, 2 vcores&gt; → &lt;64 MB, 0.010 vcores&gt;"),
+        "{}",
+        live_rows[0]
+    );
+}
