@@ -20,7 +20,7 @@ use crate::emulator::{Emulator, EmulatorConfig, EmulatorHandle};
 use crate::resources::Resource;
 
 use super::super::agents::Actuator;
-use super::super::hub::{ActionRecord, ControllerEvent, Hub, Outcome};
+use super::super::hub::{ControllerEvent, Hub};
 use super::super::{ControllerConfig, ControllerHandle};
 use super::report::PolicySummary;
 use super::simulated::SimulatedActuator;
@@ -325,7 +325,7 @@ fn print_events(hub: &Hub, live: bool, cancel: CancellationToken) -> tokio::task
             };
             match event {
                 Ok(ControllerEvent::Action(record)) if live => {
-                    println!("   {}", action_line(&record));
+                    println!("   {}", super::super::log::line(&record));
                 }
                 Ok(ControllerEvent::Warning { message, .. }) if live => {
                     println!("   warning: {message}");
@@ -340,31 +340,6 @@ fn print_events(hub: &Hub, live: bool, cancel: CancellationToken) -> tokio::task
             }
         }
     })
-}
-
-/// One preemption log record as a line: policy, action, container, where, before ->
-/// after, latency, outcome and reason.
-fn action_line(r: &ActionRecord) -> String {
-    let outcome = match &r.outcome {
-        Outcome::Applied => "applied".to_string(),
-        Outcome::Observed => "observed".to_string(),
-        Outcome::Failed { reason } => format!("FAILED ({reason})"),
-    };
-    let latency = r
-        .latency_ms
-        .map_or_else(String::new, |ms| format!(" latency={ms}ms"));
-    format!(
-        "{} {} {} app={} queue={} node={} {} -> {}{latency} {outcome}: {}",
-        r.policy,
-        r.action,
-        r.container.as_deref().unwrap_or("-"),
-        r.application.as_deref().unwrap_or("-"),
-        r.queue.as_deref().unwrap_or("-"),
-        r.node.as_deref().unwrap_or("-"),
-        r.before,
-        r.after,
-        r.reason
-    )
 }
 
 fn progress_line(
