@@ -26,7 +26,12 @@ const TOKEN: &str = "c0ntr+ller/token=";
 
 /// The API as the controller builds it, once: its recent log starts when it is built.
 fn api_router(hub: &Hub) -> Router {
-    api::router(hub.clone(), Arc::new(TOKEN.as_bytes().to_vec()))
+    // The test servers drop their connections themselves.
+    api::router(
+        hub.clone(),
+        Arc::new(TOKEN.as_bytes().to_vec()),
+        tokio_util::sync::CancellationToken::new(),
+    )
 }
 
 /// The API on a real socket, with every connection in a set the test can drop at once

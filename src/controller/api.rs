@@ -13,10 +13,11 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
+use tokio_util::sync::CancellationToken;
 
 use super::hub::{ActionRecord, ControllerEvent, Hub, StatusReport};
 use super::{dashboard, metrics};
@@ -32,6 +33,8 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 struct ApiState {
     hub: Hub,
     token: Arc<Vec<u8>>,
+    /// Ends the event streams, which would otherwise keep a graceful shutdown waiting.
+    shutdown: CancellationToken,
     recent: Mutex<Recent>,
 }
 
@@ -137,8 +140,9 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Every route of the controller's API. `token` guards all but `/healthz`.
-pub fn router(hub: Hub, token: Arc<Vec<u8>>) -> Router {
+/// Every route of the controller's API. `token` guards all but `/healthz`; cancelling
+/// `shutdown` ends every open event stream.
+pub fn router(hub: Hub, token: Arc<Vec<u8>>, shutdown: CancellationToken) -> Router {
     let state = Arc::new(ApiState {
         recent: Mutex::new(Recent {
             rx: hub.subscribe(),
@@ -148,6 +152,7 @@ pub fn router(hub: Hub, token: Arc<Vec<u8>>) -> Router {
         }),
         hub,
         token,
+        shutdown,
     });
     let protected = Router::new()
         .route("/", get(dashboard_page))
@@ -309,7 +314,8 @@ async fn events(
             Err(RecvError::Closed) => return None,
         };
         Some((Ok(sse_event(&event)), rx))
-    });
+    })
+    .take_until(st.shutdown.clone().cancelled_owned());
     Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
 }
 
@@ -340,7 +346,11 @@ mod tests {
     use tower::ServiceExt;
 
     fn app(hub: &Hub) -> Router {
-        router(hub.clone(), Arc::new(b"s3cr+t/=".to_vec()))
+        router(
+            hub.clone(),
+            Arc::new(b"s3cr+t/=".to_vec()),
+            CancellationToken::new(),
+        )
     }
 
     async fn get(app: &Router, uri: &str, bearer: Option<&str>) -> (StatusCode, String) {

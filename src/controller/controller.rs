@@ -29,6 +29,8 @@ use crate::policy::{self, Action, ActionKind, Before, PolicyState};
 use crate::resources::{Limits, Resource};
 use crate::yarn::{RmClient, RmProxy, SubmissionSeen};
 
+/// How long open API connections may take to finish once the controller stops.
+const API_SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 /// Events that arrive within this long of each other make one tick.
 const DEBOUNCE: Duration = Duration::from_millis(15);
 
@@ -226,14 +228,29 @@ pub async fn start(config: ControllerConfig) -> Result<ControllerHandle, Control
         let listener = bind(addr, "controller API").await?;
         let local = local_addr(&listener, addr, "controller API")?;
         api_url = Some(format!("http://{local}"));
-        let app = super::api::router(hub.clone(), Arc::new(config.api_token.clone()));
+        let app = super::api::router(
+            hub.clone(),
+            Arc::new(config.api_token.clone()),
+            cancel.clone(),
+        );
         let c = cancel.clone();
         tracker.spawn(async move {
             let serve =
                 axum::serve(listener, app).with_graceful_shutdown(c.clone().cancelled_owned());
-            if let Err(e) = serve.await {
-                tracing::error!(error = %e, "controller API stopped");
-                c.cancel();
+            // An open event stream (a dashboard, `preemptor logs -f`) never ends by itself,
+            // so graceful shutdown gets a grace period and then the connections are dropped.
+            let grace = async {
+                c.cancelled().await;
+                tokio::time::sleep(API_SHUTDOWN_GRACE).await;
+            };
+            tokio::select! {
+                served = serve => {
+                    if let Err(e) = served {
+                        tracing::error!(error = %e, "controller API stopped");
+                        c.cancel();
+                    }
+                }
+                () = grace => tracing::debug!("controller API: open event streams dropped at shutdown"),
             }
         });
         tracing::info!(%local, "controller API listening");
@@ -579,10 +596,17 @@ impl Loop {
             }
         }
 
+        let answered = &self.last_statuses;
+        let listed = |node: &crate::cluster::NodeId| {
+            actuator
+                .agent_for(node)
+                .is_some_and(|a| answered.contains_key(&a))
+        };
         let inputs = view::Inputs {
             queues: &self.queues,
             class_cutoff_secs: self.settings.policy.class_cutoff_secs,
             agents: &statuses,
+            listed: &listed,
             now,
         };
         let observation = match view::build(&snapshot, &inputs, &mut self.memory) {
@@ -969,6 +993,36 @@ mod tests {
         assert!(!hub.status().rm_reachable);
         let report = handle.shutdown(false).await.unwrap();
         assert_eq!(report, ShutdownReport::default());
+    }
+
+    #[tokio::test]
+    async fn shutdown_ends_even_with_an_event_stream_open() {
+        let dir = conf_dir("none");
+        let loaded = crate::config::load_dir(dir.path()).unwrap();
+        let mut config = ControllerConfig::from_loaded(
+            loaded,
+            Some(dir.path().to_path_buf()),
+            "t".into(),
+            b"t".to_vec(),
+        );
+        config.api_listen = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+        let handle = start(config).await.unwrap();
+        let url = format!("{}/api/v1/events", handle.api_url().unwrap());
+        let mut stream = reqwest::Client::new()
+            .get(url)
+            .bearer_auth("t")
+            .send()
+            .await
+            .unwrap();
+        assert!(stream.status().is_success());
+        let stopped = tokio::time::timeout(Duration::from_secs(15), handle.shutdown(false)).await;
+        assert!(stopped.is_ok(), "shutdown waited on an open event stream");
+        // The server side went away, so the stream ends instead of hanging.
+        let end = tokio::time::timeout(Duration::from_secs(5), async {
+            while let Ok(Some(_)) = stream.chunk().await {}
+        })
+        .await;
+        assert!(end.is_ok(), "the event stream was not closed");
     }
 
     #[tokio::test]
