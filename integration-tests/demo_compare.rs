@@ -17,10 +17,9 @@ fn row<'a>(rows: &'a [PolicySummary], policy: &str) -> &'a PolicySummary {
         .unwrap_or_else(|| panic!("no row for {policy}"))
 }
 
-// The controller still picks the emulator's ApplicationMasters (in-process, no Docker
-// container) as victims once task containers run out, and a failed action holds back
-// the node's capacity update; run with `--ignored` once that is fixed (docs/demo.md).
-#[ignore = "fails until the controller stops choosing the emulator's in-process AMs as victims (docs/demo.md)"]
+// Measured after the controller stopped choosing the emulator's in-process AMs: graceful
+// and immediate p95 20 s against none's 32 s, not 25% of it (docs/demo.md, Known issue).
+#[ignore = "graceful/immediate reach ~60% of none's short-job p95, not 25% (docs/demo.md)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_and_immediate_cut_short_job_queueing_and_kill_reruns_killed_work() {
     let test = "demo_compare";
