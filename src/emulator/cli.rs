@@ -203,6 +203,8 @@ pub async fn run(args: EmulateArgs) -> Result<(), EmulatorError> {
                 burst_size: args.burst_size,
                 user: "preemptor".into(),
                 tick: Duration::from_secs(2),
+                long_fill: super::workload::DEFAULT_LONG_FILL,
+                long_job_share: super::workload::DEFAULT_LONG_JOB_SHARE,
             };
             Some(tokio::spawn(mix::run(cfg, cancel.clone())))
         }

@@ -23,6 +23,10 @@ pub struct MixConfig {
     pub user: String,
     /// How often the long jobs' demand is checked and topped up.
     pub tick: Duration,
+    /// Long jobs' demand target, as a share of the cluster ([`HibenchTpchMix::long_fill`]).
+    pub long_fill: f64,
+    /// Largest long job as a share of the task slots ([`HibenchTpchMix::long_job_share`]).
+    pub long_job_share: f64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -140,6 +144,8 @@ pub async fn run(config: MixConfig, cancel: CancellationToken) -> Result<MixStat
         config.seed,
     );
     mix.burst_size = config.burst_size;
+    mix.long_fill = config.long_fill;
+    mix.long_job_share = config.long_job_share;
     let mut stats = MixStats::default();
     // What each long job we submitted asks for in all (tasks + AM).
     let mut long_demand: HashMap<String, Resource> = HashMap::new();

@@ -15,6 +15,7 @@ pub mod rest;
 mod rm_api;
 pub mod runtime;
 pub mod state;
+pub mod stats;
 pub mod views;
 pub mod workload;
 
@@ -128,6 +129,8 @@ fn unique_cluster_timestamp() -> u64 {
 pub(crate) struct Cluster {
     state: Mutex<RmState>,
     runtime: Arc<dyn ContainerRuntime>,
+    /// The same runtime when it is the simulated one, for speed changes.
+    simulated: Option<SimulatedRuntime>,
     tracker: TaskTracker,
     cpu_scale: f64,
     /// Set at shutdown: nothing new is launched.
@@ -281,23 +284,30 @@ pub struct ShutdownReport {
     pub containers_removed: usize,
 }
 
+/// A simulated runtime both as the cluster's runtime and as itself.
+fn simulated() -> (Arc<dyn ContainerRuntime>, Option<SimulatedRuntime>) {
+    let rt = SimulatedRuntime::new();
+    (Arc::new(rt.clone()), Some(rt))
+}
+
 async fn choose_runtime(
     config: &EmulatorConfig,
     instance: &str,
-) -> Result<Arc<dyn ContainerRuntime>, EmulatorError> {
+) -> Result<(Arc<dyn ContainerRuntime>, Option<SimulatedRuntime>), EmulatorError> {
     let docker_config = || DockerRuntimeConfig {
         image: config.image.clone(),
         cpu_scale: config.cpu_scale,
         instance: instance.to_string(),
     };
     match config.runtime {
-        RuntimeChoice::Simulated => Ok(Arc::new(SimulatedRuntime::new())),
+        RuntimeChoice::Simulated => Ok(simulated()),
         RuntimeChoice::Docker => {
             let docker = docker::connect()
                 .await
                 .map_err(EmulatorError::DockerUnavailable)?;
-            Ok(Arc::new(
-                DockerRuntime::start(docker, docker_config()).await?,
+            Ok((
+                Arc::new(DockerRuntime::start(docker, docker_config()).await?),
+                None,
             ))
         }
         RuntimeChoice::Auto => {
@@ -306,19 +316,20 @@ async fn choose_runtime(
                     tracing::info!(
                         "runtime auto: a Docker daemon answered, using the Docker runtime"
                     );
-                    Ok(Arc::new(
-                        DockerRuntime::start(docker, docker_config()).await?,
+                    Ok((
+                        Arc::new(DockerRuntime::start(docker, docker_config()).await?),
+                        None,
                     ))
                 }
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "runtime auto: no Docker daemon, using the SIMULATED runtime (no real containers)");
-                    Ok(Arc::new(SimulatedRuntime::new()))
+                    Ok(simulated())
                 }
                 Err(_) => {
                     tracing::warn!(
                         "runtime auto: Docker did not answer within 5 s, using the SIMULATED runtime (no real containers)"
                     );
-                    Ok(Arc::new(SimulatedRuntime::new()))
+                    Ok(simulated())
                 }
             }
         }
@@ -384,7 +395,7 @@ impl Emulator {
         }
         let cluster_timestamp = unique_cluster_timestamp();
         let instance = format!("{}-{cluster_timestamp}", std::process::id());
-        let runtime = choose_runtime(&config, &instance).await?;
+        let (runtime, simulated) = choose_runtime(&config, &instance).await?;
         let mut state = RmState::new(
             RmIdentity {
                 cluster_timestamp,
@@ -414,6 +425,7 @@ impl Emulator {
         let cluster = Arc::new(Cluster {
             state: Mutex::new(state),
             runtime,
+            simulated,
             tracker: tracker.clone(),
             cpu_scale: config.cpu_scale,
             closing: AtomicBool::new(false),
@@ -491,6 +503,11 @@ impl EmulatorHandle {
 
     pub fn runtime(&self) -> RuntimeKind {
         self.cluster.runtime_kind()
+    }
+
+    /// The simulated runtime, to change its containers' speed; `None` with Docker.
+    pub fn simulated_runtime(&self) -> Option<SimulatedRuntime> {
+        self.cluster.simulated.clone()
     }
 
     pub fn cluster_timestamp(&self) -> u64 {

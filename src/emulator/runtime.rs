@@ -137,14 +137,81 @@ pub trait ContainerRuntime: Send + Sync {
 
 /// In-process containers: a timer per container, no process, no cgroup. Every output of
 /// an emulator using it says "simulated".
+///
+/// A container's speed stands in for its CPU quota: at speed 1 it finishes in its
+/// simulated duration; [`SimulatedRuntime::set_speed`] slows it (a shrink to half its
+/// vcores is speed 0.5, a suspend to 1% of a core is about 0), as a CFS quota slows a
+/// CPU-bound task. Memory limits have no simulated effect.
 #[derive(Clone, Default)]
 pub struct SimulatedRuntime {
-    running: Arc<Mutex<HashMap<ContainerId, mpsc::UnboundedSender<ContainerSignal>>>>,
+    running: Arc<Mutex<HashMap<ContainerId, Simulated>>>,
+}
+
+struct Simulated {
+    control: mpsc::UnboundedSender<Control>,
+    node: NodeId,
+    resource: Resource,
+    speed: f64,
+    /// Seconds of work done at full speed.
+    done_secs: f64,
+}
+
+enum Control {
+    Signal(ContainerSignal),
+    Speed(f64),
+}
+
+/// One running simulated container, as [`SimulatedRuntime::containers`] lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimulatedContainer {
+    pub container: ContainerId,
+    pub node: NodeId,
+    pub resource: Resource,
+    /// Fraction of full speed in [0, 1].
+    pub speed: f64,
+    /// Work done so far, in seconds at full speed (its attained service per vcore).
+    pub done: Duration,
 }
 
 impl SimulatedRuntime {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Sets how fast a running container progresses, as a fraction of full speed
+    /// (clamped to [0, 1]; NaN is refused).
+    pub fn set_speed(&self, container: ContainerId, speed: f64) -> Result<(), RuntimeError> {
+        if speed.is_nan() {
+            return Err(RuntimeError::NotRunning(container));
+        }
+        let speed = speed.clamp(0.0, 1.0);
+        let mut m = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = m
+            .get_mut(&container)
+            .ok_or(RuntimeError::NotRunning(container))?;
+        entry
+            .control
+            .send(Control::Speed(speed))
+            .map_err(|_| RuntimeError::NotRunning(container))?;
+        entry.speed = speed;
+        Ok(())
+    }
+
+    /// Every running simulated container, in id order.
+    pub fn containers(&self) -> Vec<SimulatedContainer> {
+        let m = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        let mut v: Vec<SimulatedContainer> = m
+            .iter()
+            .map(|(id, s)| SimulatedContainer {
+                container: *id,
+                node: s.node.clone(),
+                resource: s.resource,
+                speed: s.speed,
+                done: Duration::from_secs_f64(s.done_secs),
+            })
+            .collect();
+        v.sort_by_key(|c| c.container);
+        v
     }
 }
 
@@ -157,34 +224,60 @@ impl ContainerRuntime for SimulatedRuntime {
         let running = self.running.clone();
         Box::pin(async move {
             let (tx, mut rx) = mpsc::unbounded_channel();
-            if let Ok(mut m) = running.lock() {
-                m.insert(spec.container, tx);
-            }
+            running.lock().unwrap_or_else(|e| e.into_inner()).insert(
+                spec.container,
+                Simulated {
+                    control: tx,
+                    node: spec.node.clone(),
+                    resource: spec.resource,
+                    speed: 1.0,
+                    done_secs: 0.0,
+                },
+            );
             events.started();
-            let total = Duration::from_millis(spec.simulated_duration_ms.max(1));
-            let tick = (total / 20).clamp(Duration::from_millis(10), Duration::from_millis(500));
-            let start = tokio::time::Instant::now();
+            let total = Duration::from_millis(spec.simulated_duration_ms.max(1)).as_secs_f64();
+            let tick = Duration::from_secs_f64(total / 20.0)
+                .clamp(Duration::from_millis(10), Duration::from_millis(500));
+            // Work done, in seconds at full speed.
+            let mut done = 0.0_f64;
+            let mut speed = 1.0_f64;
+            let mut last = tokio::time::Instant::now();
             let outcome = loop {
-                let elapsed = start.elapsed();
-                if elapsed >= total {
+                let now = tokio::time::Instant::now();
+                done += (now - last).as_secs_f64() * speed;
+                last = now;
+                if let Some(entry) = running
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_mut(&spec.container)
+                {
+                    entry.done_secs = done;
+                }
+                if done >= total {
                     break ExitInfo {
                         exit_status: exit::SUCCESS,
                         diagnostics: "simulated container finished".into(),
                     };
                 }
-                events.progress(elapsed.as_secs_f64() / total.as_secs_f64());
+                events.progress(done / total);
+                let until_done = if speed > 0.0 {
+                    Duration::from_secs_f64((total - done) / speed)
+                } else {
+                    tick
+                };
                 tokio::select! {
-                    _ = tokio::time::sleep(tick.min(total - elapsed)) => {}
-                    sig = rx.recv() => match sig {
-                        Some(ContainerSignal::ForcefulShutdown) => break ExitInfo {
+                    _ = tokio::time::sleep(tick.min(until_done)) => {}
+                    control = rx.recv() => match control {
+                        Some(Control::Speed(s)) => speed = s,
+                        Some(Control::Signal(ContainerSignal::ForcefulShutdown)) => break ExitInfo {
                             exit_status: exit::SIGKILL,
                             diagnostics: "simulated container killed (SIGKILL)".into(),
                         },
-                        Some(ContainerSignal::GracefulShutdown) => break ExitInfo {
+                        Some(Control::Signal(ContainerSignal::GracefulShutdown)) => break ExitInfo {
                             exit_status: exit::SIGTERM,
                             diagnostics: "simulated container stopped (SIGTERM)".into(),
                         },
-                        Some(ContainerSignal::OutputThreadDump) => {}
+                        Some(Control::Signal(ContainerSignal::OutputThreadDump)) => {}
                         None => break ExitInfo {
                             exit_status: exit::ABORTED,
                             diagnostics: "simulated runtime shut down".into(),
@@ -195,9 +288,10 @@ impl ContainerRuntime for SimulatedRuntime {
             if outcome.exit_status == exit::SUCCESS {
                 events.progress(1.0);
             }
-            if let Ok(mut m) = running.lock() {
-                m.remove(&spec.container);
-            }
+            running
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&spec.container);
             outcome
         })
     }
@@ -210,9 +304,9 @@ impl ContainerRuntime for SimulatedRuntime {
         let sent = self
             .running
             .lock()
-            .ok()
-            .and_then(|m| m.get(&container).map(|tx| tx.send(signal).is_ok()))
-            .unwrap_or(false);
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&container)
+            .is_some_and(|s| s.control.send(Control::Signal(signal)).is_ok());
         Box::pin(async move {
             if sent {
                 Ok(())
@@ -272,6 +366,44 @@ mod tests {
             Ok(ContainerSignal::ForcefulShutdown)
         );
         assert!("KILL".parse::<ContainerSignal>().is_err());
+    }
+
+    /// Progress of the last `progress` call, in percent.
+    struct LastProgress(AtomicU64);
+    impl ContainerEvents for LastProgress {
+        fn started(&self) {}
+        fn progress(&self, p: f64) {
+            self.0.store((p * 100.0) as u64, Ordering::SeqCst);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_slowed_container_stalls_and_catches_up_at_full_speed() {
+        let rt = SimulatedRuntime::new();
+        let rec = Arc::new(LastProgress(AtomicU64::new(0)));
+        let id = spec(5, 0).container;
+        let handle = tokio::spawn(rt.run(spec(5, 400), rec.clone()));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        rt.set_speed(id, 0.0).unwrap();
+        assert_eq!(rt.containers()[0].speed, 0.0);
+        let stalled_at = rec.0.load(Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let done = rt.containers()[0].done;
+        assert!(done < Duration::from_millis(360), "{done:?}");
+        assert!(
+            !handle.is_finished(),
+            "a suspended container does not finish"
+        );
+        let later = rec.0.load(Ordering::SeqCst);
+        assert!(later <= stalled_at + 10, "{stalled_at}% -> {later}%");
+        assert!(later < 90, "{later}%");
+        rt.set_speed(id, 1.0).unwrap();
+        assert_eq!(handle.await.unwrap().exit_status, 0);
+        assert!(rt.containers().is_empty());
+        assert!(matches!(
+            rt.set_speed(id, 1.0),
+            Err(RuntimeError::NotRunning(_))
+        ));
     }
 
     #[tokio::test]

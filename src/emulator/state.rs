@@ -171,6 +171,9 @@ pub struct RmApp {
     pub diagnostics: String,
     pub submitted_ms: u64,
     pub launched_ms: Option<u64>,
+    /// When the first task container was allocated (the demo's queueing delay ends here;
+    /// not in the REST output, YARN has no such field).
+    pub first_task_ms: Option<u64>,
     pub finished_ms: Option<u64>,
     pub am_resource: Resource,
     pub am_label: String,
@@ -474,6 +477,7 @@ impl RmState {
             diagnostics,
             submitted_ms: now,
             launched_ms: None,
+            first_task_ms: None,
             finished_ms,
             am_resource,
             am_label,
@@ -904,6 +908,7 @@ impl RmState {
                     }
                 }
                 Some(t) => {
+                    app.first_task_ms.get_or_insert(now);
                     if let Some(task) = app.tasks.get_mut(t) {
                         task.state = TaskState::Running(cid);
                         task.attempts += 1;

