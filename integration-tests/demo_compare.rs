@@ -44,6 +44,10 @@ async fn graceful_and_immediate_cut_short_job_queueing_and_kill_reruns_killed_wo
         seed: 7,
         burst_interval: Duration::from_secs(8),
         burst_size: 1,
+        // A debug-built query at a quarter CPU per vcore: SF 0.01 finishes within a burst
+        // interval, so each burst measures preemption rather than queries queued behind
+        // the previous burst's (SF 0.2 took over 20 s).
+        short_scale: Some(0.01),
         live: true,
     };
     let report = demo::run(&config, CancellationToken::new())

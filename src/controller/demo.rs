@@ -88,6 +88,8 @@ pub struct DemoConfig {
     /// fill the cluster.
     pub burst_interval: Duration,
     pub burst_size: u32,
+    /// TPC-H scale factor of the short queries; `None` draws 0.2 or 0.5 per query.
+    pub short_scale: Option<f64>,
     /// Print the preemption log and progress while running.
     pub live: bool,
 }
@@ -151,6 +153,7 @@ impl DemoConfig {
             seed: args.seed,
             burst_interval: burst_interval_for(per_policy),
             burst_size: 1,
+            short_scale: None,
             live: true,
         })
     }

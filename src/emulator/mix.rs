@@ -27,6 +27,8 @@ pub struct MixConfig {
     pub long_fill: f64,
     /// Largest long job as a share of the task slots ([`HibenchTpchMix::long_job_share`]).
     pub long_job_share: f64,
+    /// TPC-H scale factor of the short queries ([`HibenchTpchMix::short_scale`]).
+    pub short_scale: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -146,6 +148,7 @@ pub async fn run(config: MixConfig, cancel: CancellationToken) -> Result<MixStat
     mix.burst_size = config.burst_size;
     mix.long_fill = config.long_fill;
     mix.long_job_share = config.long_job_share;
+    mix.short_scale = config.short_scale;
     let mut stats = MixStats::default();
     // What each long job we submitted asks for in all (tasks + AM).
     let mut long_demand: HashMap<String, Resource> = HashMap::new();

@@ -271,6 +271,8 @@ pub struct HibenchTpchMix {
     pub short_queue: String,
     pub burst_interval_ms: u64,
     pub burst_size: u32,
+    /// TPC-H scale factor of every short query; `None` draws 0.2 or 0.5.
+    pub short_scale: Option<f64>,
     rng: Pcg64,
     long_seq: u64,
     short_seq: u64,
@@ -303,6 +305,7 @@ impl HibenchTpchMix {
             short_queue: short_queue.into(),
             burst_interval_ms: 60_000,
             burst_size: 3,
+            short_scale: None,
             rng: Pcg64::seed_from_u64(seed),
             long_seq: 0,
             short_seq: 0,
@@ -384,12 +387,11 @@ impl HibenchTpchMix {
                     tags: vec!["preemptor.class=short".into(), format!("tpch=q{query}")],
                     spec: WorkloadSpec {
                         kernel: Kernel::Tpch,
-                        args: vec![
-                            "--query".into(),
-                            query.into(),
-                            "--scale".into(),
-                            self.pick_str(&["0.2", "0.5"]),
-                        ],
+                        args: vec!["--query".into(), query.into(), "--scale".into(), {
+                            // Drawn either way, so a fixed scale keeps the seed's sequence.
+                            let drawn = self.pick_str(&["0.2", "0.5"]);
+                            self.short_scale.map_or(drawn, |s| s.to_string())
+                        }],
                         tasks: 2,
                         memory_mb: 1024,
                         vcores: 1,

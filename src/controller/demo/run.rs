@@ -470,6 +470,7 @@ async fn drive(
             tick: Duration::from_secs(2),
             long_fill: LONG_FILL,
             long_job_share: LONG_JOB_SHARE,
+            short_scale: config.short_scale,
         },
         stop.clone(),
     ));
