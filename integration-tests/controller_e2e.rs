@@ -16,43 +16,14 @@ use preemptor::agent::writer::WritePath;
 use preemptor::cluster::{ApplicationId, ContainerId, PolicyKind};
 use preemptor::controller::hub::{ControllerEvent, Outcome};
 use preemptor::controller::{ControllerConfig, ControllerHandle, start};
-use preemptor::emulator::docker::remove_instance_containers;
 use preemptor::emulator::state::RmContainerState;
 use preemptor::emulator::workload::WorkloadSpec;
 use preemptor::emulator::{Emulator, EmulatorConfig, EmulatorHandle, RuntimeChoice};
 use preemptor::resources::Resource;
 
 use crate::agent_support::{InProcessAgent, TOKEN, cgroup_dirs, read_limits, start_agent};
-use crate::common::{TestImage, block_on_cleanup, docker_or_skip};
-use crate::emulator_support::{submit, wait_until};
-
-/// Stops the emulator and removes its containers even when the test fails.
-struct EmulatorGuard {
-    handle: Option<EmulatorHandle>,
-    docker: Docker,
-    instance: String,
-}
-
-impl Drop for EmulatorGuard {
-    fn drop(&mut self) {
-        let Some(handle) = self.handle.take() else {
-            return;
-        };
-        drop(handle);
-        let docker = self.docker.clone();
-        let instance = self.instance.clone();
-        block_on_cleanup(async move {
-            for _ in 0..2 {
-                if let Err(e) =
-                    remove_instance_containers(&docker, &instance, Default::default()).await
-                {
-                    eprintln!("cleaning up emulator {instance}: {e}");
-                }
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        });
-    }
-}
+use crate::common::{TestImage, docker_or_skip};
+use crate::emulator_support::{EmulatorGuard, submit, wait_until};
 
 struct Cluster {
     docker: Docker,

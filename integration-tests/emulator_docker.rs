@@ -9,51 +9,14 @@ use std::time::Duration;
 use bollard::Docker;
 use bollard::query_parameters::ListContainersOptions;
 use preemptor::cluster::ContainerId;
-use preemptor::emulator::docker::{
-    CONTAINER_ID_LABEL, INSTANCE_LABEL, NODE_ID_LABEL, remove_instance_containers,
-};
+use preemptor::emulator::docker::{CONTAINER_ID_LABEL, INSTANCE_LABEL, NODE_ID_LABEL};
 use preemptor::emulator::state::{RmContainerState, exit};
 use preemptor::emulator::workload::WorkloadSpec;
-use preemptor::emulator::{Emulator, EmulatorConfig, EmulatorHandle, RuntimeChoice};
+use preemptor::emulator::{Emulator, EmulatorConfig, RuntimeChoice};
 use preemptor::resources::Resource;
 
-use crate::common::{TestImage, block_on_cleanup, docker_or_skip};
-use crate::emulator_support::{submit, wait_until};
-
-/// Owns the emulator; if the test fails before its shutdown, stops it launching and
-/// removes its containers.
-struct EmulatorGuard {
-    handle: Option<EmulatorHandle>,
-    docker: Docker,
-    instance: String,
-}
-
-impl EmulatorGuard {
-    fn handle(&self) -> &EmulatorHandle {
-        self.handle.as_ref().expect("emulator running")
-    }
-}
-
-impl Drop for EmulatorGuard {
-    fn drop(&mut self) {
-        let Some(handle) = self.handle.take() else {
-            return;
-        };
-        drop(handle);
-        let docker = self.docker.clone();
-        let instance = self.instance.clone();
-        block_on_cleanup(async move {
-            // Twice: a launch already under way when the handle went may still land.
-            for _ in 0..2 {
-                let known = Default::default();
-                if let Err(e) = remove_instance_containers(&docker, &instance, known).await {
-                    eprintln!("cleaning up emulator {instance}: {e}");
-                }
-                tokio::time::sleep(Duration::from_secs(2)).await;
-            }
-        });
-    }
-}
+use crate::common::{TestImage, docker_or_skip};
+use crate::emulator_support::{EmulatorGuard, submit, wait_until};
 
 async fn instance_containers(
     docker: &Docker,

@@ -4,10 +4,49 @@
 
 use std::time::Duration;
 
+use bollard::Docker;
 use preemptor::emulator::EmulatorHandle;
+use preemptor::emulator::docker::remove_instance_containers;
 use preemptor::emulator::workload::WorkloadSpec;
 use preemptor::resources::Resource;
 use preemptor::yarn::dto::{NewApplication, YarnApplicationState};
+
+use crate::common::block_on_cleanup;
+
+/// Owns the emulator; if the test fails before its shutdown, stops it launching and
+/// removes its containers.
+pub struct EmulatorGuard {
+    pub handle: Option<EmulatorHandle>,
+    pub docker: Docker,
+    pub instance: String,
+}
+
+impl EmulatorGuard {
+    pub fn handle(&self) -> &EmulatorHandle {
+        self.handle.as_ref().expect("emulator running")
+    }
+}
+
+impl Drop for EmulatorGuard {
+    fn drop(&mut self) {
+        let Some(handle) = self.handle.take() else {
+            return;
+        };
+        drop(handle);
+        let docker = self.docker.clone();
+        let instance = self.instance.clone();
+        block_on_cleanup(async move {
+            // Twice: a launch already under way when the handle went may still land.
+            for _ in 0..2 {
+                let known = Default::default();
+                if let Err(e) = remove_instance_containers(&docker, &instance, known).await {
+                    eprintln!("cleaning up emulator {instance}: {e}");
+                }
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        });
+    }
+}
 
 /// Submits through the REST API as any client would: new-application, then POST /apps.
 pub async fn submit(
