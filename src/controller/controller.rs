@@ -653,7 +653,7 @@ impl Loop {
 
         let held = reclaimed(&view);
         if let Some(secs) = held_for {
-            self.hub.add_reclaimed(held, secs);
+            self.hub.add_reclaimed(reclaimed_limits(&view), secs);
         }
         self.hub.set_status(self.status(
             &view,
@@ -927,6 +927,21 @@ fn reclaimed(view: &ClusterView) -> Resource {
         .filter(|c| c.is_live())
         .fold(Resource::ZERO, |acc, c| {
             acc + Limits::from(c.allocated).reclaimed_to(&c.current)
+        })
+}
+
+/// [`reclaimed`] without rounding CPU down to whole vcores, for the metrics.
+fn reclaimed_limits(view: &ClusterView) -> Limits {
+    view.below_allocation()
+        .iter()
+        .map(|&i| view.container(i))
+        .filter(|c| c.is_live())
+        .fold(Limits::new(0, 0), |acc, c| {
+            let full = Limits::from(c.allocated);
+            Limits::new(
+                acc.memory_mb + full.memory_mb.saturating_sub(c.current.memory_mb),
+                acc.cpu_millis + full.cpu_millis.saturating_sub(c.current.cpu_millis),
+            )
         })
 }
 

@@ -291,11 +291,12 @@ impl Hub {
         self.publish(ControllerEvent::Warning { at_ms, message });
     }
 
-    /// Adds `held` (what is reclaimed right now) integrated over `seconds`.
-    pub fn add_reclaimed(&self, held: Resource, seconds: f64) {
+    /// Adds `held` (what is reclaimed right now, as limits so that a suspension's 0.99
+    /// vcore counts) integrated over `seconds`.
+    pub fn add_reclaimed(&self, held: Limits, seconds: f64) {
         let mut m = self.metrics_lock();
         m.reclaimed_mb_seconds += held.memory_mb as f64 * seconds;
-        m.reclaimed_vcore_seconds += held.vcores as f64 * seconds;
+        m.reclaimed_vcore_seconds += f64::from(held.cpu_millis) / 1000.0 * seconds;
     }
 
     pub fn count_rm_error(&self) {
@@ -373,6 +374,16 @@ mod tests {
         for _ in 0..3 {
             assert_eq!(rx.try_recv().map(|e| e.name()), Ok("action"));
         }
+    }
+
+    #[test]
+    fn reclaimed_cpu_counts_fractions_of_a_vcore() {
+        let hub = Hub::new();
+        // Two containers suspended from 1 vcore to 0.01 for 10 s.
+        hub.add_reclaimed(Limits::new(0, 1980), 10.0);
+        let m = hub.metrics();
+        assert!((m.reclaimed_vcore_seconds - 19.8).abs() < 1e-9);
+        assert_eq!(m.reclaimed_mb_seconds, 0.0);
     }
 
     #[test]
