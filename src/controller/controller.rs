@@ -596,17 +596,10 @@ impl Loop {
             }
         }
 
-        let answered = &self.last_statuses;
-        let listed = |node: &crate::cluster::NodeId| {
-            actuator
-                .agent_for(node)
-                .is_some_and(|a| answered.contains_key(&a))
-        };
         let inputs = view::Inputs {
             queues: &self.queues,
             class_cutoff_secs: self.settings.policy.class_cutoff_secs,
             agents: &statuses,
-            listed: &listed,
             now,
         };
         let observation = match view::build(&snapshot, &inputs, &mut self.memory) {

@@ -12,7 +12,7 @@ use crate::cluster::{
 use crate::config::queues::QueueTree;
 use crate::resources::{Limits, Resource};
 use crate::yarn::RmSnapshot;
-use crate::yarn::dto::{AppInfo, ContainerInfo, NodeInfo, YarnApplicationState};
+use crate::yarn::dto::{AppInfo, NodeInfo, YarnApplicationState};
 
 /// The node label that puts a node in Dice's short partition.
 pub const SHORT_PARTITION_LABEL: &str = "short";
@@ -39,9 +39,6 @@ pub struct Inputs<'a> {
     pub class_cutoff_secs: f64,
     /// Every agent's report on its containers, by container.
     pub agents: &'a HashMap<ContainerId, ContainerStatus>,
-    /// Whether the agent of a node answered with its container list this tick. On such a
-    /// node a container the agent does not list is not a Docker container it can act on.
-    pub listed: &'a (dyn Fn(&NodeId) -> bool + Sync),
     pub now: Millis,
 }
 
@@ -61,24 +58,6 @@ pub fn build(
     memory: &mut Memory,
 ) -> Result<Observation, ViewError> {
     let mut skipped = Vec::new();
-
-    // Containers no agent can act on (an emulated AM that runs in-process, a container
-    // started without the Docker runtime) are left out so that no policy picks them. The
-    // nodes keep their capacity: advertised targets are computed from it and sent to YARN.
-    let mut unmanaged_ids: std::collections::HashSet<&str> = std::collections::HashSet::new();
-    for c in &snapshot.containers {
-        let Ok(id) = c.container_id.parse::<ContainerId>() else {
-            continue;
-        };
-        let node_name = container_node(c);
-        if inputs.agents.contains_key(&id) || !(inputs.listed)(&NodeId::new(node_name)) {
-            continue;
-        }
-        unmanaged_ids.insert(c.container_id.as_str());
-        skipped.push(format!(
-            "{id}: no agent on {node_name} manages it, so no policy may pick it"
-        ));
-    }
 
     let mut nodes = Vec::new();
     let mut node_index: HashMap<&str, NodeIdx> = HashMap::new();
@@ -181,21 +160,25 @@ pub fn build(
 
     let mut containers = Vec::new();
     for c in &snapshot.containers {
-        if unmanaged_ids.contains(c.container_id.as_str()) {
-            continue;
-        }
         let Ok(id) = c.container_id.parse::<ContainerId>() else {
             continue;
         };
         let Some(&app) = app_index.get(&id.application()) else {
             continue;
         };
-        let node_name = container_node(c);
+        let node_name = if c.node_id.trim().is_empty() {
+            c.assigned_node_id.trim()
+        } else {
+            c.node_id.trim()
+        };
         let Some(&node) = node_index.get(node_name) else {
             skipped.push(format!("{id}: node {node_name:?} is not a running node"));
             continue;
         };
-        let allocated = allocated_of(c);
+        let allocated = Resource::new(
+            u64::try_from(c.allocated_mb).unwrap_or(0),
+            u32::try_from(c.allocated_vcores.max(0)).unwrap_or(u32::MAX),
+        );
         let report = inputs.agents.get(&id);
         let (current, state) = match report {
             Some(s) if s.state == ContainerState::Killed => (Limits::from(allocated), s.state),
@@ -219,21 +202,6 @@ pub fn build(
 
     let view = ClusterView::new(queues, apps, nodes, containers)?;
     Ok(Observation { view, skipped })
-}
-
-fn container_node(c: &ContainerInfo) -> &str {
-    if c.node_id.trim().is_empty() {
-        c.assigned_node_id.trim()
-    } else {
-        c.node_id.trim()
-    }
-}
-
-fn allocated_of(c: &ContainerInfo) -> Resource {
-    Resource::new(
-        u64::try_from(c.allocated_mb).unwrap_or(0),
-        u32::try_from(c.allocated_vcores.max(0)).unwrap_or(u32::MAX),
-    )
 }
 
 /// Nodes the scheduler places containers on. An empty state (a minimal RM) counts.
@@ -439,58 +407,6 @@ mod tests {
     }
 
     #[test]
-    fn containers_no_agent_lists_are_left_out_of_the_view() {
-        let q = queues();
-        let settings = PreemptorSettings::default();
-        // nm1's agent answered and lists only the task container; nm2's did not answer.
-        let mut agents = HashMap::new();
-        let task = "container_1700000000000_0001_01_000002";
-        let mut listed_task = status(
-            task,
-            Limits::from(Resource::new(2048, 2)),
-            ContainerState::Running,
-        );
-        listed_task.changed = false;
-        agents.insert(task.parse().unwrap(), listed_task);
-        let answered = |n: &NodeId| n.as_str() == "nm1:8041";
-        let inputs = Inputs {
-            queues: &q,
-            class_cutoff_secs: settings.policy.class_cutoff_secs,
-            agents: &agents,
-            listed: &answered,
-            now: 10_000,
-        };
-        let mut memory = Memory::default();
-        let obs = build(&snapshot(), &inputs, &mut memory).unwrap();
-        let v = &obs.view;
-        let am = "container_1700000000000_0001_01_000001".parse().unwrap();
-        assert!(
-            v.container_by_id(&am).is_none(),
-            "the unlisted AM is left out"
-        );
-        assert!(v.container_by_id(&task.parse().unwrap()).is_some());
-        let on_nm2 = "container_1700000000000_0001_01_000003".parse().unwrap();
-        assert!(
-            v.container_by_id(&on_nm2).is_some(),
-            "a node whose agent did not answer keeps its containers"
-        );
-        let nm1 = v
-            .nodes
-            .iter()
-            .find(|n| n.id.as_str() == "nm1:8041")
-            .unwrap();
-        assert_eq!(nm1.capacity, Resource::new(4096, 4));
-        assert_eq!(nm1.used, Resource::new(2048, 2));
-        assert!(
-            obs.skipped
-                .iter()
-                .any(|s| s.contains("no agent on nm1:8041")),
-            "{:?}",
-            obs.skipped
-        );
-    }
-
-    #[test]
     fn the_view_joins_rm_configuration_agents_and_proxy() {
         let q = queues();
         let settings = PreemptorSettings::default();
@@ -507,7 +423,6 @@ mod tests {
             queues: &q,
             class_cutoff_secs: settings.policy.class_cutoff_secs,
             agents: &agents,
-            listed: &|_| false,
             now: 10_000,
         };
         let obs = build(&snapshot(), &inputs, &mut memory).unwrap();
@@ -555,7 +470,6 @@ mod tests {
             queues: &q,
             class_cutoff_secs: 90.0,
             agents: &agents,
-            listed: &|_| false,
             now: 10_000,
         };
         build(&snapshot(), &inputs, &mut memory).unwrap();
@@ -591,7 +505,6 @@ mod tests {
             queues: &q,
             class_cutoff_secs: 90.0,
             agents: &agents,
-            listed: &|_| false,
             now: 10_000,
         };
         let v = build(&s, &inputs, &mut memory).unwrap().view;
