@@ -17,8 +17,8 @@ fn row<'a>(rows: &'a [PolicySummary], policy: &str) -> &'a PolicySummary {
         .unwrap_or_else(|| panic!("no row for {policy}"))
 }
 
-// Measured after the controller stopped choosing the emulator's in-process AMs: graceful
-// and immediate p95 20 s against none's 32 s, not 25% of it (docs/demo.md, Known issue).
+// Measured with unmanaged AMs kept out of the view (a change since withdrawn): graceful
+// and immediate p95 18-20 s against none's 32 s, not 25% of it (docs/demo.md, Known issue).
 #[ignore = "graceful/immediate reach ~60% of none's short-job p95, not 25% (docs/demo.md)"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_and_immediate_cut_short_job_queueing_and_kill_reruns_killed_work() {
