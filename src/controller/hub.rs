@@ -269,10 +269,11 @@ impl Hub {
     }
 
     pub fn record_tick(&self, summary: TickSummary) {
-        self.metrics_lock()
-            .tick_seconds
-            .observe(summary.duration_ms / 1000.0);
-        self.metrics_lock().ticks += 1;
+        {
+            let mut m = self.metrics_lock();
+            m.tick_seconds.observe(summary.duration_ms / 1000.0);
+            m.ticks += 1;
+        }
         self.publish(ControllerEvent::Tick(summary));
     }
 
