@@ -967,6 +967,13 @@ mod tests {
     }
 
     async fn started(dir: &tempfile::TempDir) -> ControllerHandle {
+        started_with_api(dir, None).await
+    }
+
+    async fn started_with_api(
+        dir: &tempfile::TempDir,
+        api_listen: Option<std::net::SocketAddr>,
+    ) -> ControllerHandle {
         let loaded = crate::config::load_dir(dir.path()).unwrap();
         let mut config = ControllerConfig::from_loaded(
             loaded,
@@ -974,7 +981,7 @@ mod tests {
             "t".into(),
             b"t".to_vec(),
         );
-        config.api_listen = None;
+        config.api_listen = api_listen;
         start(config).await.unwrap()
     }
 
@@ -1006,15 +1013,8 @@ mod tests {
     #[tokio::test]
     async fn shutdown_ends_even_with_an_event_stream_open() {
         let dir = conf_dir("none");
-        let loaded = crate::config::load_dir(dir.path()).unwrap();
-        let mut config = ControllerConfig::from_loaded(
-            loaded,
-            Some(dir.path().to_path_buf()),
-            "t".into(),
-            b"t".to_vec(),
-        );
-        config.api_listen = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
-        let handle = start(config).await.unwrap();
+        let any_port = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+        let handle = started_with_api(&dir, Some(any_port)).await;
         let url = format!("{}/api/v1/events", handle.api_url().unwrap());
         let mut stream = reqwest::Client::new()
             .get(url)

@@ -338,26 +338,29 @@ impl Hub {
     }
 }
 
+/// One preemption log record for tests of the hub, the log and the dashboard.
+#[cfg(test)]
+pub(crate) fn sample_record(outcome: Outcome) -> ActionRecord {
+    ActionRecord {
+        at_ms: 1_795_277_607_123,
+        policy: "graceful".into(),
+        action: "shrink".into(),
+        container: Some("container_1_0001_01_000002".into()),
+        application: Some("application_1_0001".into()),
+        queue: Some("root.long".into()),
+        node: Some("nm1:8042".into()),
+        before: "<4096 MB, 2 vcores>".into(),
+        after: "<2048 MB, 1 vcores>".into(),
+        reason: "queue root.short under guarantee".into(),
+        latency_ms: Some(12),
+        outcome,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::sample_record as record;
     use super::*;
-
-    fn record(outcome: Outcome) -> ActionRecord {
-        ActionRecord {
-            at_ms: 1,
-            policy: "graceful".into(),
-            action: "shrink".into(),
-            container: Some("container_1_0001_01_000002".into()),
-            application: Some("application_1_0001".into()),
-            queue: Some("root.long".into()),
-            node: Some("nm1:8042".into()),
-            before: "<4096 MB, 2 vcores>".into(),
-            after: "<2048 MB, 1 vcores>".into(),
-            reason: "queue root.short under guarantee".into(),
-            latency_ms: Some(12),
-            outcome,
-        }
-    }
 
     #[test]
     fn actions_are_counted_by_outcome_and_streamed() {

@@ -228,24 +228,8 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
+    use crate::controller::hub::sample_record as record;
     use tracing_subscriber::fmt::MakeWriter;
-
-    fn record(outcome: Outcome) -> ActionRecord {
-        ActionRecord {
-            at_ms: 1_795_277_607_123,
-            policy: "graceful".into(),
-            action: "shrink".into(),
-            container: Some("container_1_0001_01_000002".into()),
-            application: Some("application_1_0001".into()),
-            queue: Some("root.long".into()),
-            node: Some("nm1:8042".into()),
-            before: "<4096 MB, 2 vcores>".into(),
-            after: "<2048 MB, 1 vcores>".into(),
-            reason: "queue root.short under guarantee".into(),
-            latency_ms: Some(12),
-            outcome,
-        }
-    }
 
     #[test]
     fn line_holds_every_part_of_the_record() {
