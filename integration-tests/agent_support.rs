@@ -160,14 +160,7 @@ pub async fn inspect(docker: &Docker, name: &str) -> bollard::models::ContainerI
 /// Docker's view of a container's limits.
 pub async fn docker_limits(docker: &Docker, name: &str) -> DockerLimits {
     let hc = inspect(docker, name).await.host_config.unwrap_or_default();
-    DockerLimits {
-        nano_cpus: hc.nano_cpus.unwrap_or(0),
-        cpu_quota: hc.cpu_quota.unwrap_or(0),
-        cpu_period: hc.cpu_period.unwrap_or(0),
-        cpu_shares: hc.cpu_shares.unwrap_or(0),
-        memory: hc.memory.unwrap_or(0),
-        memory_swap: hc.memory_swap.unwrap_or(0),
-    }
+    DockerLimits::from(&hc)
 }
 
 /// The container's cgroup directories, from its init process.

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use bollard::Docker;
-use bollard::models::{ContainerUpdateBody, EventMessage, SystemInfoCgroupDriverEnum};
+use bollard::models::{ContainerUpdateBody, EventMessage, HostConfig, SystemInfoCgroupDriverEnum};
 use bollard::query_parameters::{
     EventsOptions, InspectContainerOptions, KillContainerOptions, ListContainersOptions,
 };
@@ -150,15 +150,8 @@ impl DockerClient {
                 .pid
                 .and_then(|p| u32::try_from(p).ok())
                 .filter(|p| *p > 0),
+            limits: DockerLimits::from(&hc),
             cgroup_parent: hc.cgroup_parent.unwrap_or_default(),
-            limits: DockerLimits {
-                nano_cpus: hc.nano_cpus.unwrap_or(0),
-                cpu_quota: hc.cpu_quota.unwrap_or(0),
-                cpu_period: hc.cpu_period.unwrap_or(0),
-                cpu_shares: hc.cpu_shares.unwrap_or(0),
-                memory: hc.memory.unwrap_or(0),
-                memory_swap: hc.memory_swap.unwrap_or(0),
-            },
             oom_killed: state.oom_killed.unwrap_or(false),
         })
     }
@@ -288,6 +281,20 @@ fn parse_event(m: EventMessage) -> Option<DockerEvent> {
 /// How long to wait before reconnecting a broken event stream.
 pub fn reconnect_delay(attempt: u32) -> Duration {
     Duration::from_millis(250u64.saturating_mul(1 << attempt.min(5)))
+}
+
+/// Docker's limits as `docker inspect` shows them; an unset field reads 0 ("not set").
+impl From<&HostConfig> for DockerLimits {
+    fn from(hc: &HostConfig) -> DockerLimits {
+        DockerLimits {
+            nano_cpus: hc.nano_cpus.unwrap_or(0),
+            cpu_quota: hc.cpu_quota.unwrap_or(0),
+            cpu_period: hc.cpu_period.unwrap_or(0),
+            cpu_shares: hc.cpu_shares.unwrap_or(0),
+            memory: hc.memory.unwrap_or(0),
+            memory_swap: hc.memory_swap.unwrap_or(0),
+        }
+    }
 }
 
 #[cfg(test)]
