@@ -87,7 +87,7 @@ async fn run() -> Result<(), String> {
     config.heartbeat_interval = Duration::from_secs(3600);
     let h = Emulator::start(config).await.map_err(|e| e.to_string())?;
     let rm = h.rm_url().to_string();
-    let http = reqwest::Client::builder()
+    let http = preemptor::tls::http_client_builder()
         .pool_max_idle_per_host(CONCURRENCY)
         .build()
         .map_err(|e| e.to_string())?;

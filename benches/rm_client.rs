@@ -80,6 +80,7 @@ fn settings(rm: &str) -> RmSettings {
         addresses: vec![rm.to_string()],
         user_name: Some("bench".into()),
         request_timeout_ms: 10_000,
+        max_response_mb: RmSettings::DEFAULT_MAX_RESPONSE_MB,
     }
 }
 
@@ -175,7 +176,9 @@ async fn proxy_overhead(rm: &str, client: &RmClient) -> Result<(), String> {
     );
     let stop = CancellationToken::new();
     let server = tokio::spawn(proxy.serve(listener, stop.clone()));
-    let http = reqwest::Client::new();
+    let http = preemptor::tls::http_client_builder()
+        .build()
+        .expect("http client");
     println!();
     println!("proxy overhead (same GET, direct and through the proxy, alternately; keep-alive)");
     println!(

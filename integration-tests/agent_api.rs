@@ -14,7 +14,10 @@ async fn raw(
     token: Option<&str>,
     body: Option<String>,
 ) -> (u16, serde_json::Value) {
-    let mut req = reqwest::Client::new().request(method, url);
+    let mut req = preemptor::tls::http_client_builder()
+        .build()
+        .expect("http client")
+        .request(method, url);
     if let Some(t) = token {
         req = req.bearer_auth(t);
     }

@@ -380,8 +380,15 @@ async fn sigterm_makes_the_controller_binary_resume_everything_and_exit() {
         conf.join("capacity-scheduler.xml"),
     )
     .expect("copy capacity-scheduler.xml");
-    std::fs::write(conf.join("agent.token"), TOKEN).expect("token");
-    std::fs::write(conf.join("api.token"), "api-token").expect("token");
+    for (file, token) in [("agent.token", TOKEN), ("api.token", "api-token")] {
+        std::fs::write(conf.join(file), token).expect("token");
+        // The controller refuses token files others can read.
+        std::fs::set_permissions(
+            conf.join(file),
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .expect("chmod token");
+    }
     let props = [
         (
             "yarn.preemptor.rm.address",

@@ -169,7 +169,9 @@ async fn four_nodemanagers_run_four_docker_containers_each_with_yarn_limits() {
     let victim = listed[0].names.as_ref().unwrap()[0]
         .trim_start_matches('/')
         .to_string();
-    let r = reqwest::Client::new()
+    let r = preemptor::tls::http_client_builder()
+        .build()
+        .expect("http client")
         .post(format!(
             "{}/ws/v1/cluster/containers/{victim}/signal/FORCEFUL_SHUTDOWN",
             h.rm_url()
@@ -252,7 +254,9 @@ async fn real_tasks_finish_the_application_and_failing_ones_fail_it() {
         s.apps[&ok_app].is_final() && s.apps[&bad_app].is_final()
     })
     .await;
-    let http = reqwest::Client::new();
+    let http = preemptor::tls::http_client_builder()
+        .build()
+        .expect("http client");
     let app = crate::emulator_support::get_json(
         &http,
         &format!("{}/ws/v1/cluster/apps/{ok_app}", h.rm_url()),

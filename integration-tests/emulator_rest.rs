@@ -441,7 +441,9 @@ async fn scheduler_and_apps_carry_every_documented_field_in_json_and_xml() {
     let first = submit(&rm, "filler", "long", &spec(7, 300_000), AM).await;
     wait_running(&h, &first).await;
     let _second = submit(&rm, "waiting", "short", &spec(2, 300_000), AM).await;
-    let http = reqwest::Client::new();
+    let http = preemptor::tls::http_client_builder()
+        .build()
+        .expect("http client");
     let get = |path: &str, xml: bool| {
         let mut r = http.get(format!("{rm}{path}"));
         if xml {
@@ -513,7 +515,9 @@ async fn kill_answers_202_then_200_and_errors_are_remote_exceptions() {
         s.app_containers(id).len() == 3
     })
     .await;
-    let http = reqwest::Client::new();
+    let http = preemptor::tls::http_client_builder()
+        .build()
+        .expect("http client");
     let url = format!("{rm}/ws/v1/cluster/apps/{app}/state");
     let first = http
         .put(&url)
@@ -592,7 +596,9 @@ async fn kill_answers_202_then_200_and_errors_are_remote_exceptions() {
 async fn node_labels_make_an_exclusive_partition_with_its_own_capacities() {
     let h = start_simulated(2).await;
     let rm = h.rm_url().to_string();
-    let http = reqwest::Client::new();
+    let http = preemptor::tls::http_client_builder()
+        .build()
+        .expect("http client");
     let labelled = h.nodes()[1].id.to_string();
     let r = http
         .post(format!("{rm}/ws/v1/cluster/add-node-labels"))

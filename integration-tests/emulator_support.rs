@@ -56,7 +56,9 @@ pub async fn submit(
     spec: &WorkloadSpec,
     am: Resource,
 ) -> String {
-    let http = reqwest::Client::new();
+    let http = preemptor::tls::http_client_builder()
+        .build()
+        .expect("http client");
     let new: NewApplication = http
         .post(format!("{rm}/ws/v1/cluster/apps/new-application"))
         .send()

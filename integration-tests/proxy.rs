@@ -167,7 +167,9 @@ async fn bodies_stream_through_the_proxy_both_ways() {
     .await;
     let (proxy, _) = proxy_for(client(&[&rm]), vec![]);
     let (url, _stop) = serve(proxy).await;
-    let http = reqwest::Client::new();
+    let http = preemptor::tls::http_client_builder()
+        .build()
+        .expect("http client");
     let patience = Duration::from_secs(20);
 
     let mut resp = http.get(format!("{url}/big")).send().await.unwrap();
@@ -222,16 +224,30 @@ impl std::io::Write for Captured {
     }
 }
 
+impl Captured {
+    /// Captures every event at TRACE and below on this thread, `log` records included
+    /// (reqwest logs through `log`), until the guard is dropped.
+    fn install() -> (Captured, tracing::subscriber::DefaultGuard) {
+        // Global, once per process; it forwards to each thread's own subscriber.
+        let _ = tracing_log::LogTracer::init();
+        let logs = Captured::default();
+        let writer = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(move || writer.clone())
+            .finish();
+        (logs, tracing::subscriber::set_default(subscriber))
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
 // Single-threaded, so that the proxy's tasks log through this test's subscriber.
 #[tokio::test]
 async fn headers_pass_through_untouched_and_are_never_logged() {
-    let logs = Captured::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _logging = tracing::subscriber::set_default(subscriber);
+    let (logs, _logging) = Captured::install();
 
     let echo = any(|req: Request| async move {
         let (parts, body) = req.into_parts();
@@ -249,14 +265,22 @@ async fn headers_pass_through_untouched_and_are_never_logged() {
             "body": String::from_utf8_lossy(&body),
         });
         let mut resp = Response::new(Body::from(echoed.to_string()));
-        if parts.uri.path().ends_with("/challenge") {
-            *resp.status_mut() = StatusCode::UNAUTHORIZED;
-        }
         let h = resp.headers_mut();
-        h.insert(
-            "www-authenticate",
-            "Negotiate c2VydmVyLXRva2Vu".parse().unwrap(),
-        );
+        if parts.uri.path().ends_with("/challenge") {
+            // SPNEGO's first round: no credentials yet, so the RM asks for them.
+            h.insert("www-authenticate", "Negotiate".parse().unwrap());
+            h.append("www-authenticate", "Basic realm=\"rm\"".parse().unwrap());
+            h.insert(
+                "proxy-authenticate",
+                "Basic realm=\"gateway\"".parse().unwrap(),
+            );
+        } else {
+            // The mutual-authentication answer to the client's Negotiate token.
+            h.insert(
+                "www-authenticate",
+                "Negotiate c2VydmVyLXRva2Vu".parse().unwrap(),
+            );
+        }
         h.insert(
             "set-cookie",
             "hadoop.auth=\"u=alice&p=alice@EXAMPLE.COM&t=kerberos&e=1&s=c2lnbmVk\"; Path=/; HttpOnly"
@@ -264,6 +288,9 @@ async fn headers_pass_through_untouched_and_are_never_logged() {
                 .unwrap(),
         );
         h.insert("content-type", "application/json".parse().unwrap());
+        if parts.uri.path().ends_with("/challenge") {
+            *resp.status_mut() = StatusCode::UNAUTHORIZED;
+        }
         resp
     });
     let (rm, task) = upstream(axum::Router::new().route("/echo/{*rest}", echo)).await;
@@ -271,11 +298,14 @@ async fn headers_pass_through_untouched_and_are_never_logged() {
     let (url, _stop) = serve(proxy).await;
     let proxy_host = url.trim_start_matches("http://").to_string();
 
-    let resp = reqwest::Client::new()
+    let resp = preemptor::tls::http_client_builder()
+        .build()
+        .expect("http client")
         .put(format!(
             "{url}/echo/ws/v1/x?user.name=alice&a=%2Fb%20c&delegation=tok-123"
         ))
         .header("authorization", "Negotiate YIICsecret-spnego-token")
+        .header("proxy-authorization", "Basic Z3c6Z2F0ZXdheS1wYXNzd29yZA==")
         .header(
             "cookie",
             "hadoop.auth=\"u=alice&t=kerberos&s=cookie-signature\"",
@@ -315,6 +345,11 @@ async fn headers_pass_through_untouched_and_are_never_logged() {
         Some("Negotiate YIICsecret-spnego-token")
     );
     assert_eq!(
+        header("proxy-authorization"),
+        Some("Basic Z3c6Z2F0ZXdheS1wYXNzd29yZA=="),
+        "meant for a gateway in front of the RM, so relayed"
+    );
+    assert_eq!(
         header("cookie"),
         Some("hadoop.auth=\"u=alice&t=kerberos&s=cookie-signature\"")
     );
@@ -332,21 +367,35 @@ async fn headers_pass_through_untouched_and_are_never_logged() {
         "a header named by Connection stays hop-by-hop"
     );
 
-    // A SPNEGO challenge comes back as the RM sent it.
-    let resp = reqwest::get(format!("{url}/echo/challenge")).await.unwrap();
+    // A SPNEGO challenge comes back as the RM sent it, every value in order.
+    let resp = preemptor::tls::http_client_builder()
+        .build()
+        .expect("http client")
+        .get(format!("{url}/echo/challenge"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 401);
+    let challenges: Vec<&str> = resp
+        .headers()
+        .get_all("www-authenticate")
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .collect();
+    assert_eq!(challenges, ["Negotiate", "Basic realm=\"rm\""]);
     assert_eq!(
-        resp.headers()["www-authenticate"],
-        "Negotiate c2VydmVyLXRva2Vu"
+        resp.headers()["proxy-authenticate"],
+        "Basic realm=\"gateway\""
     );
 
-    let logged = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let logged = logs.text();
     assert!(
         logged.contains("proxied"),
         "the proxy logs its requests:\n{logged}"
     );
     for secret in [
         "secret-spnego-token",
+        "Z3c6Z2F0ZXdheS1wYXNzd29yZA",
         "cookie-signature",
         "c2VydmVyLXRva2Vu",
         "c2lnbmVk",
@@ -358,11 +407,86 @@ async fn headers_pass_through_untouched_and_are_never_logged() {
     task.abort();
 }
 
+/// An RM that says ACTIVE on `/info` and hangs up on every other request after reading
+/// it: a failure that is not a refused connection, whose error names the URL.
+async fn rm_that_hangs_up() -> (String, tokio::task::JoinHandle<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match sock.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                if head.starts_with(b"GET /ws/v1/cluster/info") {
+                    let body = r#"{"clusterInfo":{"id":1,"haState":"ACTIVE"}}"#;
+                    let resp = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = sock.write_all(resp.as_bytes()).await;
+                }
+                // Anything else: closed without an answer.
+            });
+        }
+    });
+    (url, task)
+}
+
+// Single-threaded, so that the proxy's tasks log through this test's subscriber.
+#[tokio::test]
+async fn proxy_errors_log_neither_credentials_nor_the_query() {
+    let (logs, _logging) = Captured::install();
+    let (rm, task) = rm_that_hangs_up().await;
+    let (proxy, _) = proxy_for(client(&[&rm]), vec![]);
+    let (url, _stop) = serve(proxy).await;
+
+    let resp = preemptor::tls::http_client_builder()
+        .build()
+        .expect("http client")
+        .get(format!(
+            "{url}/ws/v1/cluster/apps?user.name=alice&delegation=dt-secret-42"
+        ))
+        .header("authorization", "Negotiate YIICerror-path-token")
+        .header("proxy-authorization", "Basic ZXJyb3ItcGF0aA==")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 502);
+    let body: Value = resp.json().await.unwrap();
+    let message = body["RemoteException"]["message"].as_str().unwrap();
+    assert!(message.contains(&rm), "the RM is named: {message}");
+    assert!(!message.contains("dt-secret-42"), "{message}");
+
+    let logged = logs.text();
+    assert!(
+        logged.contains("proxy error"),
+        "the failure is logged:\n{logged}"
+    );
+    assert!(
+        logged.contains("/ws/v1/cluster/apps"),
+        "with its path:\n{logged}"
+    );
+    for secret in ["dt-secret-42", "error-path-token", "ZXJyb3ItcGF0aA"] {
+        assert!(!logged.contains(secret), "{secret} was logged:\n{logged}");
+    }
+    task.abort();
+}
+
 #[tokio::test]
 async fn no_reachable_rm_is_a_502_remote_exception() {
     let (proxy, _) = proxy_for(client(&[&dead_address().await]), vec![]);
     let (url, _stop) = serve(proxy).await;
-    let http = reqwest::Client::new();
+    let http = preemptor::tls::http_client_builder()
+        .build()
+        .expect("http client");
     let resp = http
         .get(format!("{url}/ws/v1/cluster/apps"))
         .send()
@@ -404,7 +528,11 @@ async fn the_proxy_follows_a_failover_to_the_new_active_rm() {
     let (proxy, _) = proxy_for(c.clone(), vec![]);
     let (url, _stop) = serve(proxy).await;
 
-    let body: Value = reqwest::get(format!("{url}/ws/v1/cluster/nodes"))
+    let body: Value = preemptor::tls::http_client_builder()
+        .build()
+        .expect("http client")
+        .get(format!("{url}/ws/v1/cluster/nodes"))
+        .send()
         .await
         .unwrap()
         .json()

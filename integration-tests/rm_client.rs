@@ -38,6 +38,7 @@ pub fn client(addresses: &[&str]) -> RmClient {
         addresses: addresses.iter().map(|a| a.to_string()).collect(),
         user_name: Some("alice".into()),
         request_timeout_ms: 3000,
+        max_response_mb: RmSettings::DEFAULT_MAX_RESPONSE_MB,
     })
     .expect("client")
 }
@@ -531,6 +532,100 @@ async fn schema_surprises_become_warnings_and_every_request_names_the_user() {
     }
 }
 
+/// An RM whose `/nodes` answer never ends (chunked, no length) and whose `/apps`
+/// answer declares a length over the limit: both are refused with `TooLarge`, the
+/// endless one after the client read at most the limit, so nothing is buffered whole.
+#[tokio::test]
+async fn an_answer_over_the_size_limit_is_refused_not_buffered() {
+    use futures_util::StreamExt;
+    let sent = Arc::new(AtomicUsize::new(0));
+    let counter = sent.clone();
+    let endless = move || {
+        let counter = counter.clone();
+        async move {
+            let head = futures_util::stream::once(async {
+                Ok::<_, std::io::Error>(axum::body::Bytes::from_static(b"{\"nodes\":{\"node\":["))
+            });
+            let nodes =
+                axum::body::Bytes::from(r#"{"id":"nm:8041","state":"RUNNING"},"#.repeat(1000));
+            let tail = futures_util::stream::repeat(nodes).map(move |b| {
+                counter.fetch_add(b.len(), Ordering::Relaxed);
+                Ok(b)
+            });
+            Response::builder()
+                .header("content-type", "application/json")
+                .body(Body::from_stream(head.chain(tail)))
+                .unwrap()
+        }
+    };
+    let declared = || async {
+        let body = format!("{{\"apps\":null}}{}", " ".repeat(2 << 20));
+        ([("content-type", "application/json")], body)
+    };
+    let app = axum::Router::new()
+        .route(
+            "/ws/v1/cluster/info",
+            axum::routing::get(|| async {
+                (
+                    [("content-type", "application/json")],
+                    r#"{"clusterInfo":{"id":1,"haState":"ACTIVE"}}"#,
+                )
+            }),
+        )
+        .route("/ws/v1/cluster/nodes", axum::routing::get(endless))
+        .route("/ws/v1/cluster/apps", axum::routing::get(declared));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let c = RmClient::new(&RmSettings {
+        addresses: vec![url],
+        user_name: None,
+        request_timeout_ms: 20_000,
+        max_response_mb: 1,
+    })
+    .unwrap();
+
+    let started = std::time::Instant::now();
+    let e = c.nodes().await.unwrap_err();
+    assert!(
+        matches!(e, Error::TooLarge { limit, .. } if limit == 1 << 20),
+        "{e}"
+    );
+    let message = e.to_string();
+    assert!(
+        message.contains("/ws/v1/cluster/nodes") && message.contains("max-response-mb"),
+        "{message}"
+    );
+    // Refused by size, long before the 20 s request timeout could end it.
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // What the server got out before the connection closed: the limit plus what the
+    // kernel's socket buffers held, not an ever-growing body.
+    let out = sent.load(Ordering::Relaxed);
+    assert!(out < 32 << 20, "{out} bytes sent");
+
+    let e = c.apps(&AppsQuery::default()).await.unwrap_err();
+    assert!(matches!(e, Error::TooLarge { .. }), "{e}");
+
+    // The limit is checked when the client is built.
+    for bad in [0, RmSettings::LARGEST_MAX_RESPONSE_MB + 1] {
+        let r = RmClient::new(&RmSettings {
+            addresses: vec!["http://127.0.0.1:9".into()],
+            user_name: None,
+            request_timeout_ms: 1000,
+            max_response_mb: bad,
+        });
+        assert!(matches!(r, Err(Error::Config(_))), "{bad}");
+    }
+    server.abort();
+}
+
 #[tokio::test]
 async fn a_request_that_times_out_on_the_only_active_rm_is_not_repeated() {
     let rm = MockRm::start(|path: &str, _: &str| {
@@ -546,6 +641,7 @@ async fn a_request_that_times_out_on_the_only_active_rm_is_not_repeated() {
         addresses: vec![rm.url.clone()],
         user_name: None,
         request_timeout_ms: 300,
+        max_response_mb: RmSettings::DEFAULT_MAX_RESPONSE_MB,
     })
     .unwrap();
     let e = c.apps(&AppsQuery::default()).await.unwrap_err();

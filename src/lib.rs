@@ -10,6 +10,7 @@ pub mod emulator;
 pub mod policy;
 pub mod resources;
 pub mod sim;
+pub mod tls;
 pub mod yarn;
 
 /// Returned by subcommands that this build does not provide yet, so that none of them

@@ -13,9 +13,9 @@
 //! | `GET /metrics` | | Prometheus text |
 //!
 //! Errors are [`ErrorBody`] with 400 (malformed), 401 (token), 403 (not a YARN container),
-//! 404 (unknown container), 409 (conflict: lease, container state, Docker said 409, memory
-//! could not be reclaimed), 413 (body too large), 502 (Docker refused), 503 (Docker
-//! unreachable), 500 (the agent's own failure).
+//! 404 (unknown container or route), 405 (method), 409 (conflict: lease, container state,
+//! Docker said 409, memory could not be reclaimed), 413 (body too large), 415 (not JSON),
+//! 502 (Docker refused), 503 (Docker unreachable), 500 (the agent's own failure).
 
 use serde::{Deserialize, Serialize};
 

@@ -1,10 +1,10 @@
 //! `preemptor agent`.
 
 use std::net::SocketAddr;
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::config::secret::{SecretFileError, read_token_file};
 use crate::resources::Limits;
 
 use super::writer::WritePath;
@@ -31,7 +31,8 @@ pub struct AgentArgs {
     #[arg(long, default_value = "127.0.0.1:8049", env = "PREEMPTOR_AGENT_LISTEN")]
     pub listen: SocketAddr,
 
-    /// File holding the bearer token the controller must present (whitespace trimmed).
+    /// File holding the bearer token the controller must present (whitespace trimmed;
+    /// must be a regular file with mode 600 or stricter).
     #[arg(
         long,
         default_value = "/etc/preemptor/agent.token",
@@ -92,17 +93,22 @@ pub struct AgentArgs {
     /// lowering its memory limit; let the limit write reclaim alone (slower).
     #[arg(long)]
     pub no_proactive_reclaim: bool,
+
+    /// Serve HTTPS with this PEM certificate chain (leaf first); needs --tls-key.
+    #[arg(long, requires = "tls_key", env = "PREEMPTOR_AGENT_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The PEM private key of --tls-cert (mode 600 or stricter).
+    #[arg(long, requires = "tls_cert", env = "PREEMPTOR_AGENT_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
-    #[error("reading the token file {path}: {error}")]
-    TokenFile {
-        path: PathBuf,
-        error: std::io::Error,
-    },
-    #[error("the token file {0} is empty")]
-    EmptyToken(PathBuf),
+    #[error(transparent)]
+    Token(#[from] SecretFileError),
+    #[error("--tls-cert/--tls-key: {0}")]
+    Tls(#[from] crate::tls::TlsError),
     #[error("{0}")]
     Invalid(String),
     #[error(transparent)]
@@ -140,19 +146,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 impl AgentArgs {
     pub fn to_config(&self) -> Result<AgentConfig, AgentError> {
-        let token = std::fs::read(&self.token_file).map_err(|error| AgentError::TokenFile {
-            path: self.token_file.clone(),
-            error,
-        })?;
-        let token = token.trim_ascii().to_vec();
-        if token.is_empty() {
-            return Err(AgentError::EmptyToken(self.token_file.clone()));
-        }
-        if let Ok(meta) = std::fs::metadata(&self.token_file) {
-            if meta.permissions().mode() & 0o077 != 0 {
-                tracing::warn!(file = %self.token_file.display(), "the token file is readable by other users; chmod 600 it");
-            }
-        }
+        let token = read_token_file(&self.token_file)?;
         if !(super::lease::MIN_TIMEOUT..=super::lease::MAX_TIMEOUT).contains(&self.lease_timeout) {
             return Err(AgentError::Invalid(format!(
                 "--lease-timeout {:?} is outside 100ms ..= 1h",
@@ -181,8 +175,12 @@ impl AgentArgs {
         if socket.is_empty() {
             return Err(AgentError::Invalid("--docker-socket is empty".into()));
         }
-        if !self.listen.ip().is_loopback() {
-            tracing::warn!(listen = %self.listen, "the agent API is reachable from other hosts; it is protected by the token only (no TLS)");
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(crate::tls::server_config(cert, key)?),
+            _ => None,
+        };
+        if !self.listen.ip().is_loopback() && tls.is_none() {
+            tracing::warn!(listen = %self.listen, "the agent API is reachable from other hosts; it is protected by the token only (no TLS: see --tls-cert)");
         }
         Ok(AgentConfig {
             listen: self.listen,
@@ -199,6 +197,7 @@ impl AgentArgs {
             throttle_wait_max: self.throttle_wait,
             memory_timeout: self.memory_timeout,
             proactive_reclaim: !self.no_proactive_reclaim,
+            tls,
         })
     }
 }
@@ -232,6 +231,7 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
 mod tests {
     use super::*;
     use clap::Parser;
+    use std::os::unix::fs::PermissionsExt;
 
     #[derive(Parser)]
     struct Wrap {
@@ -255,6 +255,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let token = tmp.path().join("token");
         std::fs::write(&token, "  abc123\n").unwrap();
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
         let w = Wrap::try_parse_from([
             "agent",
             "--token-file",
@@ -275,11 +276,20 @@ mod tests {
         assert!(c.listen.ip().is_loopback());
 
         std::fs::write(&token, "\n").unwrap();
-        assert!(matches!(w.args.to_config(), Err(AgentError::EmptyToken(_))));
+        assert!(matches!(
+            w.args.to_config(),
+            Err(AgentError::Token(SecretFileError::Empty { .. }))
+        ));
+        std::fs::write(&token, "abc123").unwrap();
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(matches!(
+            w.args.to_config(),
+            Err(AgentError::Token(SecretFileError::Permissions { .. }))
+        ));
         let w = Wrap::try_parse_from(["agent", "--token-file", "/nonexistent/token"]).unwrap();
         assert!(matches!(
             w.args.to_config(),
-            Err(AgentError::TokenFile { .. })
+            Err(AgentError::Token(SecretFileError::Read { .. }))
         ));
     }
 }

@@ -30,7 +30,10 @@ pub enum ClientError {
     Transport { url: String, error: reqwest::Error },
     #[error("unexpected answer from the agent at {url}: {reason}")]
     Decode { url: String, reason: String },
-    #[error("invalid agent address {0:?}: expected http://host:port")]
+    #[error(
+        "invalid agent address {0:?}: expected http://host:port, or https://host:port \
+         with a CA to verify the agent"
+    )]
     BadAddress(String),
 }
 
@@ -73,17 +76,30 @@ impl AgentClient {
     /// `base` is the agent's URL (`http://nm-host:8049`); `timeout` bounds every call except
     /// the event stream. Actions that reclaim a lot of memory take seconds.
     pub fn new(base: &str, token: &str, timeout: Duration) -> Result<AgentClient, ClientError> {
+        Self::with_tls(base, token, timeout, None)
+    }
+
+    /// Like [`AgentClient::new`]; with `tls` ([`crate::tls::client_config`]) `base` is
+    /// `https://host:port` and the agent's certificate is verified against its CA.
+    pub fn with_tls(
+        base: &str,
+        token: &str,
+        timeout: Duration,
+        tls: Option<rustls::ClientConfig>,
+    ) -> Result<AgentClient, ClientError> {
         let base = base.trim_end_matches('/').to_string();
-        if !base.starts_with("http://") || base.len() <= "http://".len() {
+        let scheme = if tls.is_some() { "https://" } else { "http://" };
+        if !base.starts_with(scheme) || base.len() <= scheme.len() {
             return Err(ClientError::BadAddress(base));
         }
-        let http = reqwest::Client::builder()
-            .connect_timeout(timeout)
-            .build()
-            .map_err(|error| ClientError::Transport {
-                url: base.clone(),
-                error,
-            })?;
+        let mut builder = crate::tls::http_client_builder().connect_timeout(timeout);
+        if let Some(config) = tls {
+            builder = builder.tls_backend_preconfigured(config).https_only(true);
+        }
+        let http = builder.build().map_err(|error| ClientError::Transport {
+            url: base.clone(),
+            error,
+        })?;
         Ok(AgentClient {
             http,
             base,
@@ -408,5 +424,17 @@ mod tests {
     fn addresses_are_checked() {
         assert!(AgentClient::new("nm1:8049", "t", Duration::from_secs(1)).is_err());
         assert!(AgentClient::new("http://nm1:8049/", "t", Duration::from_secs(1)).is_ok());
+        assert!(AgentClient::new("https://nm1:8049", "t", Duration::from_secs(1)).is_err());
+        let tls = || {
+            rustls::ClientConfig::builder_with_provider(crate::tls::provider())
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_root_certificates(rustls::RootCertStore::empty())
+                .with_no_client_auth()
+        };
+        let t = Duration::from_secs(1);
+        assert!(AgentClient::with_tls("https://nm1:8049", "t", t, Some(tls())).is_ok());
+        // With a CA, plain HTTP is refused rather than silently used.
+        assert!(AgentClient::with_tls("http://nm1:8049", "t", t, Some(tls())).is_err());
     }
 }

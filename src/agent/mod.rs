@@ -25,6 +25,9 @@ pub mod server;
 pub mod store;
 pub mod writer;
 
+#[cfg(test)]
+mod fuzz_tests;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -68,6 +71,9 @@ pub struct AgentConfig {
     pub memory_timeout: Duration,
     /// Page a container's memory out (process_madvise) before lowering its limit.
     pub proactive_reclaim: bool,
+    /// Serve HTTPS with this configuration ([`crate::tls::server_config`]); plain HTTP
+    /// when `None`.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -80,6 +86,7 @@ impl std::fmt::Debug for AgentConfig {
             .field("path", &self.path)
             .field("dry_run", &self.dry_run)
             .field("lease_timeout", &self.lease_timeout)
+            .field("tls", &self.tls.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -102,6 +109,7 @@ impl AgentConfig {
             throttle_wait_max: Duration::from_secs(1),
             memory_timeout: Duration::from_secs(60),
             proactive_reclaim: true,
+            tls: None,
         }
     }
 }
@@ -130,6 +138,7 @@ pub enum StartError {
 /// A started agent. Dropping it does not stop it; call [`RunningAgent::shutdown`].
 pub struct RunningAgent {
     addr: SocketAddr,
+    tls: bool,
     cancel: CancellationToken,
     tracker: TaskTracker,
 }
@@ -140,7 +149,8 @@ impl RunningAgent {
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// Stops serving and the background tasks. Changed containers stay as they are and
@@ -239,13 +249,32 @@ pub async fn start(config: AgentConfig) -> Result<RunningAgent, StartError> {
     });
     let app = server::router(state, config.max_body_bytes);
     let c = cancel.clone();
-    tracker.spawn(async move {
-        let serve = axum::serve(listener, app).with_graceful_shutdown(c.clone().cancelled_owned());
-        if let Err(e) = serve.await {
-            tracing::error!(error = %e, "HTTP server stopped");
-            c.cancel();
+    let tls = config.tls.is_some();
+    match config.tls.clone() {
+        None => tracker.spawn(async move {
+            let serve =
+                axum::serve(listener, app).with_graceful_shutdown(c.clone().cancelled_owned());
+            if let Err(e) = serve.await {
+                tracing::error!(error = %e, "HTTP server stopped");
+                c.cancel();
+            }
+        }),
+        Some(tls) => {
+            let listener =
+                crate::tls::TlsListener::new(listener, tls).map_err(|error| StartError::Bind {
+                    addr: config.listen,
+                    error,
+                })?;
+            tracker.spawn(async move {
+                let serve =
+                    axum::serve(listener, app).with_graceful_shutdown(c.clone().cancelled_owned());
+                if let Err(e) = serve.await {
+                    tracing::error!(error = %e, "HTTPS server stopped");
+                    c.cancel();
+                }
+            })
         }
-    });
+    };
 
     let (e, c) = (enforcer.clone(), cancel.clone());
     tracker.spawn(async move {
@@ -282,9 +311,10 @@ pub async fn start(config: AgentConfig) -> Result<RunningAgent, StartError> {
         let (e, c) = (enforcer.clone(), cancel.clone());
         tracker.spawn(async move { watch_docker_events(docker, e, c).await });
     }
-    tracing::info!(%addr, path = config.path.name(), dry_run = config.dry_run, "agent listening");
+    tracing::info!(%addr, tls, path = config.path.name(), dry_run = config.dry_run, "agent listening");
     Ok(RunningAgent {
         addr,
+        tls,
         cancel,
         tracker,
     })

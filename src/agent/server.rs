@@ -4,7 +4,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{DefaultBodyLimit, FromRequest, Path, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -228,8 +228,14 @@ async fn list_containers(
 
 async fn get_container(
     State(st): State<Arc<AppState>>,
-    Path(reference): Path<String>,
+    reference: Result<Path<String>, PathRejection>,
 ) -> Result<Json<ContainerStatus>, ApiError> {
+    // A segment that does not decode (e.g. `%FF`) gets a JSON 400 like any bad input.
+    let Path(reference) = reference.map_err(|r| ApiError {
+        status: StatusCode::BAD_REQUEST,
+        code: "bad_request",
+        reason: r.body_text(),
+    })?;
     Ok(Json(st.enforcer.container(&reference).await?))
 }
 
@@ -275,6 +281,14 @@ async fn events(
     Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
 }
 
+async fn method_not_allowed() -> ApiError {
+    ApiError {
+        status: StatusCode::METHOD_NOT_ALLOWED,
+        code: "method_not_allowed",
+        reason: "this route does not take that method; the Allow header lists those it does".into(),
+    }
+}
+
 async fn not_found() -> ApiError {
     ApiError {
         status: StatusCode::NOT_FOUND,
@@ -295,6 +309,8 @@ pub fn router(state: Arc<AppState>, max_body_bytes: usize) -> Router {
     Router::new()
         .route("/healthz", get(health))
         .merge(protected)
+        // After the routes: it applies to those already registered.
+        .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(middleware::from_fn_with_state(

@@ -432,6 +432,7 @@ impl ClusterBuilder {
             started_ms: app.submitted_ms + seq + 1,
             attained_service_ms: 0,
             swapping: false,
+            managed: true,
         });
         self
     }

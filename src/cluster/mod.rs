@@ -257,6 +257,15 @@ pub struct Container {
     pub attained_service_ms: u64,
     /// The agent saw swap-in or major-fault activity above its threshold.
     pub swapping: bool,
+    /// An agent reports this container, so actions on it can be carried out. YARN may
+    /// run containers outside Docker (another runtime, or the emulator's in-process
+    /// ApplicationMasters): they count as used, but no policy picks them.
+    #[serde(default = "managed_default")]
+    pub managed: bool,
+}
+
+fn managed_default() -> bool {
+    true
 }
 
 impl Container {
@@ -553,6 +562,7 @@ mod tests {
             started_ms: 0,
             attained_service_ms: 0,
             swapping: false,
+            managed: true,
         }
     }
 

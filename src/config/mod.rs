@@ -8,6 +8,7 @@
 pub mod cli;
 pub mod error;
 pub mod queues;
+pub mod secret;
 pub mod settings;
 pub mod values;
 pub mod xml;

@@ -37,6 +37,15 @@ pub struct RmSettings {
     pub user_name: Option<String>,
     /// `yarn.preemptor.rm.request-timeout-ms`
     pub request_timeout_ms: u64,
+    /// `yarn.preemptor.rm.max-response-mb`: a larger answer is refused, not buffered.
+    pub max_response_mb: u64,
+}
+
+impl RmSettings {
+    /// Room for tens of thousands of applications (2-3 KB each in `/apps`).
+    pub const DEFAULT_MAX_RESPONSE_MB: u64 = 64;
+    /// Keeps `max-response-mb` in bytes well inside `usize`.
+    pub const LARGEST_MAX_RESPONSE_MB: u64 = 4096;
 }
 
 /// Policy choice and every policy parameter of ALGORITHMS.md.
@@ -189,6 +198,9 @@ pub struct AgentSettings {
     /// `yarn.preemptor.agent.swap-threshold-pages-per-sec`: swap-in or major-fault rate
     /// at which a shrinking container counts as swapping.
     pub swap_threshold_pages_per_sec: u64,
+    /// `yarn.preemptor.agent.tls.ca-file`: PEM CA certificates the agents' certificates
+    /// chain to; set, every agent is reached over HTTPS and verified.
+    pub tls_ca_file: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -288,6 +300,7 @@ impl Default for PreemptorSettings {
                 addresses: vec!["http://localhost:8088".into()],
                 user_name: None,
                 request_timeout_ms: 5_000,
+                max_response_mb: RmSettings::DEFAULT_MAX_RESPONSE_MB,
             },
             policy: PolicySettings::default(),
             agent: AgentSettings {
@@ -298,6 +311,7 @@ impl Default for PreemptorSettings {
                 request_timeout_ms: 2_000,
                 max_retries: 3,
                 swap_threshold_pages_per_sec: 256,
+                tls_ca_file: None,
             },
             controller: ControllerSettings {
                 listen: SocketAddr::from(([127, 0, 0, 1], 8090)),
@@ -449,6 +463,17 @@ fn read(r: &mut Reader<'_>) -> PreemptorSettings {
             d.rm.request_timeout_ms,
             parse_positive_duration_ms,
         ),
+        max_response_mb: r.get(
+            "yarn.preemptor.rm.max-response-mb",
+            d.rm.max_response_mb,
+            |s| match parse_unsigned::<u64>(s)? {
+                n if (1..=RmSettings::LARGEST_MAX_RESPONSE_MB).contains(&n) => Ok(n),
+                _ => Err(format!(
+                    "expected 1 to {} (MiB)",
+                    RmSettings::LARGEST_MAX_RESPONSE_MB
+                )),
+            },
+        ),
     };
     let policy = PolicySettings {
         kind: r.get("yarn.preemptor.policy", dp.kind, |s| s.parse()),
@@ -540,7 +565,7 @@ fn read(r: &mut Reader<'_>) -> PreemptorSettings {
                     if host.is_empty() {
                         return Err(format!("{pair:?} has no NodeManager host"));
                     }
-                    Ok((host.to_string(), http_address(url.trim())?))
+                    Ok((host.to_string(), agent_address(url.trim())?))
                 })
                 .collect()
         }),
@@ -569,7 +594,19 @@ fn read(r: &mut Reader<'_>) -> PreemptorSettings {
             d.agent.swap_threshold_pages_per_sec,
             parse_positive,
         ),
+        tls_ca_file: r.opt("yarn.preemptor.agent.tls.ca-file", parse_path),
     };
+    if agent.tls_ca_file.is_none()
+        && agent
+            .addresses
+            .iter()
+            .any(|(_, u)| u.starts_with("https://"))
+    {
+        r.cross_check(
+            &["yarn.preemptor.agent.addresses"],
+            "https agent addresses need yarn.preemptor.agent.tls.ca-file to verify the agents",
+        );
+    }
     let controller = ControllerSettings {
         listen: r.get(
             "yarn.preemptor.controller.listen",
@@ -786,6 +823,15 @@ fn parse_socket_addr(s: &str) -> Result<SocketAddr, String> {
 
 /// `host:port` (as in yarn.resourcemanager.webapp.address) or `http://host:port`,
 /// normalised to the latter without a trailing slash. This build speaks plain HTTP.
+/// An agent's URL: `http://` or `https://host:port`, or `host:port` (http).
+fn agent_address(s: &str) -> Result<String, String> {
+    let t = s.trim().trim_end_matches('/');
+    match t.strip_prefix("https://") {
+        Some(rest) => http_address(rest).map(|u| u.replacen("http://", "https://", 1)),
+        None => http_address(t),
+    }
+}
+
 fn http_address(s: &str) -> Result<String, String> {
     let t = s.trim().trim_end_matches('/');
     if t.starts_with("https://") {
@@ -847,6 +893,7 @@ mod tests {
             ),
             ("yarn.preemptor.rm.user-name", " yarn "),
             ("yarn.preemptor.rm.request-timeout-ms", "10s"),
+            ("yarn.preemptor.rm.max-response-mb", "256"),
             ("yarn.preemptor.policy", "Immediate"),
             ("yarn.preemptor.monitoring-interval-ms", "1500"),
             ("yarn.preemptor.observe-only", "TRUE"),
@@ -882,6 +929,7 @@ mod tests {
         );
         assert_eq!(s.rm.user_name.as_deref(), Some("yarn"));
         assert_eq!(s.rm.request_timeout_ms, 10_000);
+        assert_eq!(s.rm.max_response_mb, 256);
         assert_eq!(s.policy.kind, PolicyKind::Immediate);
         assert_eq!(s.policy.monitoring_interval_ms, 1500);
         assert!(s.policy.observe_only);
@@ -943,8 +991,9 @@ mod tests {
             ("yarn.preemptor.adaptive.fallback", "adaptive"),
             ("yarn.preemptor.proxy.routes", "queue:x=y"),
             ("yarn.preemptor.log.format", "xml"),
+            ("yarn.preemptor.rm.max-response-mb", "0"),
         ]);
-        assert_eq!(e.len(), 12, "{e:#?}");
+        assert_eq!(e.len(), 13, "{e:#?}");
         for (i, msg) in e.iter().enumerate() {
             assert!(
                 msg.starts_with(&format!("preemptor-site.xml:{}:", i + 2)),
@@ -957,6 +1006,34 @@ mod tests {
             e[0]
         );
         assert!(e[5].contains("https is not supported"), "{}", e[5]);
+    }
+
+    #[test]
+    fn https_agent_addresses_need_the_agents_ca() {
+        const ADDRESSES: &str = "yarn.preemptor.agent.addresses";
+        let e = errors(&[(ADDRESSES, "nm1=https://10.0.0.1:8049")]);
+        assert_eq!(e.len(), 1);
+        assert!(
+            e[0].contains("yarn.preemptor.agent.tls.ca-file"),
+            "{}",
+            e[0]
+        );
+        let s = PreemptorSettings::from_conf(&conf(&[
+            (ADDRESSES, "nm1=https://10.0.0.1:8049, nm2=10.0.0.2:8049"),
+            ("yarn.preemptor.agent.tls.ca-file", "/etc/preemptor/ca.crt"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            s.agent.addresses,
+            [
+                ("nm1".to_string(), "https://10.0.0.1:8049".to_string()),
+                ("nm2".to_string(), "http://10.0.0.2:8049".to_string())
+            ]
+        );
+        assert_eq!(
+            s.agent.tls_ca_file.as_deref(),
+            Some(std::path::Path::new("/etc/preemptor/ca.crt"))
+        );
     }
 
     #[test]

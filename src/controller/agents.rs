@@ -17,6 +17,7 @@ use crate::agent::AgentClient;
 use crate::agent::api::{ActionRequest, ActionResult, AgentEvent, ContainerStatus};
 use crate::cluster::NodeId;
 use crate::config::settings::AgentSettings;
+use crate::tls::TlsError;
 
 /// Something that changes containers' limits on nodes.
 pub trait Actuator: Send + Sync + 'static {
@@ -47,20 +48,42 @@ pub struct HttpAgents {
     token: String,
     timeout: Duration,
     holder: String,
+    /// Set: every agent is reached over HTTPS and verified with it.
+    tls: Option<rustls::ClientConfig>,
     clients: std::sync::Mutex<BTreeMap<String, Arc<AgentClient>>>,
 }
 
 impl HttpAgents {
-    /// `holder` names this controller in the agents' leases.
-    pub fn new(settings: &AgentSettings, token: &str, holder: &str) -> HttpAgents {
-        HttpAgents {
-            explicit: settings.addresses.iter().cloned().collect(),
+    /// `holder` names this controller in the agents' leases. Reads the agents' CA file
+    /// if `yarn.preemptor.agent.tls.ca-file` names one.
+    pub fn new(
+        settings: &AgentSettings,
+        token: &str,
+        holder: &str,
+    ) -> Result<HttpAgents, TlsError> {
+        let tls = settings
+            .tls_ca_file
+            .as_deref()
+            .map(crate::tls::client_config)
+            .transpose()?;
+        let upgrade = |url: &String| match &tls {
+            // Never downgrades: with a CA, every agent is reached over HTTPS.
+            Some(_) => url.replacen("http://", "https://", 1),
+            None => url.clone(),
+        };
+        Ok(HttpAgents {
+            explicit: settings
+                .addresses
+                .iter()
+                .map(|(host, url)| (host.clone(), upgrade(url)))
+                .collect(),
             port: settings.port,
             token: token.trim().to_string(),
             timeout: Duration::from_millis(settings.request_timeout_ms),
             holder: holder.to_string(),
+            tls,
             clients: std::sync::Mutex::new(BTreeMap::new()),
-        }
+        })
     }
 
     fn client(&self, agent: &str) -> Result<Arc<AgentClient>, String> {
@@ -72,7 +95,8 @@ impl HttpAgents {
             return Ok(c.clone());
         }
         let c = Arc::new(
-            AgentClient::new(agent, &self.token, self.timeout).map_err(|e| e.to_string())?,
+            AgentClient::with_tls(agent, &self.token, self.timeout, self.tls.clone())
+                .map_err(|e| e.to_string())?,
         );
         clients.insert(agent.to_string(), c.clone());
         Ok(c)
@@ -92,7 +116,8 @@ impl Actuator for HttpAgents {
         if host.is_empty() {
             return None;
         }
-        Some(format!("http://{host}:{}", self.port))
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        Some(format!("{scheme}://{host}:{}", self.port))
     }
 
     fn act(&self, agent: &str, req: ActionRequest) -> BoxFuture<'_, Result<ActionResult, String>> {
@@ -141,7 +166,7 @@ mod tests {
             ],
             ..crate::config::settings::PreemptorSettings::default().agent
         };
-        let a = HttpAgents::new(&settings, "t", "c");
+        let a = HttpAgents::new(&settings, "t", "c").unwrap();
         assert_eq!(
             a.agent_for(&NodeId::new("nm1.example.com:8041")).as_deref(),
             Some("http://10.0.0.1:9000")

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::controller::{ControllerConfig, ControllerError, start};
+use crate::config::secret::{SecretFileError, read_token_file};
 
 pub use super::demo::{DemoArgs, demo};
 pub use super::logs::{LogsArgs, logs};
@@ -48,14 +49,12 @@ pub struct ControllerArgs {
 pub enum CliError {
     #[error("{0}")]
     Config(#[from] crate::config::ConfigErrors),
-    #[error("reading the token file {path} ({key}): {error}")]
-    TokenFile {
+    // Not a `source`: the message already includes it, and main prints the chain.
+    #[error("{key}: {error}")]
+    Token {
         key: &'static str,
-        path: PathBuf,
-        error: std::io::Error,
+        error: SecretFileError,
     },
-    #[error("the token file {path} ({key}) is empty")]
-    EmptyToken { key: &'static str, path: PathBuf },
     #[error(transparent)]
     Controller(#[from] ControllerError),
     #[error("installing signal handlers: {0}")]
@@ -63,19 +62,7 @@ pub enum CliError {
 }
 
 fn read_token(key: &'static str, path: &Path) -> Result<Vec<u8>, CliError> {
-    let raw = std::fs::read(path).map_err(|error| CliError::TokenFile {
-        key,
-        path: path.to_path_buf(),
-        error,
-    })?;
-    let token = raw.trim_ascii().to_vec();
-    if token.is_empty() {
-        return Err(CliError::EmptyToken {
-            key,
-            path: path.to_path_buf(),
-        });
-    }
-    Ok(token)
+    read_token_file(path).map_err(|error| CliError::Token { key, error })
 }
 
 /// The controller's configuration from the command line and the configuration directory.
@@ -154,16 +141,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn token_files_are_trimmed_and_must_not_be_empty() {
+    fn token_files_are_trimmed_private_and_must_not_be_empty() {
+        use std::os::unix::fs::PermissionsExt;
         let tmp = tempfile::tempdir().unwrap();
         let p = tmp.path().join("t");
         std::fs::write(&p, " secret\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert_eq!(read_token("k", &p).unwrap(), b"secret");
         std::fs::write(&p, "\n").unwrap();
         assert!(matches!(
             read_token("k", &p),
-            Err(CliError::EmptyToken { .. })
+            Err(CliError::Token {
+                error: SecretFileError::Empty { .. },
+                ..
+            })
         ));
+        std::fs::write(&p, "secret").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let e = read_token("yarn.preemptor.controller.token-file", &p)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("yarn.preemptor.controller.token-file: ") && e.contains("0640"),
+            "{e}"
+        );
         let missing = read_token("yarn.preemptor.agent.token-file", &tmp.path().join("none"))
             .unwrap_err()
             .to_string();

@@ -79,6 +79,8 @@ impl ControllerConfig {
 pub enum ControllerError {
     #[error("ResourceManager client: {0}")]
     Rm(#[from] crate::yarn::Error),
+    #[error("yarn.preemptor.agent.tls.ca-file: {0}")]
+    AgentTls(#[from] crate::tls::TlsError),
     #[error("cannot listen on {addr} for the {what}: {error}")]
     Bind {
         what: &'static str,
@@ -218,7 +220,7 @@ pub async fn start(config: ControllerConfig) -> Result<ControllerHandle, Control
             &config.settings.agent,
             &config.agent_token,
             &holder,
-        )),
+        )?),
     };
     let cancel = CancellationToken::new();
     let tracker = TaskTracker::new();
@@ -1016,7 +1018,9 @@ mod tests {
         let any_port = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
         let handle = started_with_api(&dir, Some(any_port)).await;
         let url = format!("{}/api/v1/events", handle.api_url().unwrap());
-        let mut stream = reqwest::Client::new()
+        let mut stream = crate::tls::http_client_builder()
+            .build()
+            .unwrap()
             .get(url)
             .bearer_auth("t")
             .send()

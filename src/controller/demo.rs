@@ -40,6 +40,31 @@ pub struct DemoArgs {
     /// Seed of the workload mix and the policies.
     #[arg(long, default_value_t = 0x5eed)]
     pub seed: u64,
+    /// After each policy's time, stop submitting and wait up to this long for every job
+    /// to finish (long jobs included), so that completion times are whole: `0` (no
+    /// wait), `90s`, `5m`. Not part of --duration.
+    #[arg(long, default_value = "0", value_parser = parse_drain)]
+    pub drain: Duration,
+    /// Input-size factor of the long HiBench jobs, above 0 and at most 1: e.g. 0.2 for long
+    /// jobs that end within a few minutes' drain.
+    #[arg(long, default_value_t = 1.0, value_parser = parse_long_scale)]
+    pub long_scale: f64,
+}
+
+fn parse_long_scale(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 1.0 => Ok(v),
+        _ => Err(format!(
+            "{s:?} is not a factor above 0 and at most 1 (e.g. 0.2)"
+        )),
+    }
+}
+
+fn parse_drain(s: &str) -> Result<Duration, String> {
+    if s.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    parse_duration(s)
 }
 
 /// `180`, `90s`, `3m`, `1h`: whole seconds, minutes or hours.
@@ -90,6 +115,12 @@ pub struct DemoConfig {
     pub burst_size: u32,
     /// TPC-H scale factor of the short queries; `None` draws 0.2 or 0.5 per query.
     pub short_scale: Option<f64>,
+    /// Input-size factor of the long HiBench jobs (1.0: minutes per task on this
+    /// machine's share of a CPU).
+    pub long_scale: f64,
+    /// After `per_policy`, the mix stops and the run waits up to this long for every
+    /// submitted job to end.
+    pub drain: Duration,
     /// Print the preemption log and progress while running.
     pub live: bool,
 }
@@ -154,6 +185,8 @@ impl DemoConfig {
             burst_interval: burst_interval_for(per_policy),
             burst_size: 1,
             short_scale: None,
+            long_scale: args.long_scale,
+            drain: args.drain,
             live: true,
         })
     }
@@ -247,6 +280,9 @@ mod tests {
         assert_eq!(c.burst_interval, Duration::from_secs(15));
         assert_eq!(c.nodes, 2);
         assert_eq!(c.runtime, RuntimeChoice::Auto);
+        assert_eq!((c.drain, c.long_scale), (Duration::ZERO, 1.0));
+        let d = parse(&["--drain", "2m", "--long-scale", "0.2"]).unwrap();
+        assert_eq!((d.drain, d.long_scale), (Duration::from_secs(120), 0.2));
     }
 
     #[test]
@@ -256,6 +292,10 @@ mod tests {
         assert!(parse(&["--nodes", "0"]).is_err());
         assert!(parse(&["--runtime", "podman"]).is_err());
         assert!(parse(&["--duration", "soon"]).is_err());
+        for bad in ["0", "1.5", "-0.1", "NaN", "x"] {
+            assert!(parse(&["--long-scale", bad]).is_err(), "{bad}");
+        }
+        assert!(parse(&["--drain", "later"]).is_err());
         let twice = parse(&["--policy", "kill,kill"]).unwrap();
         let e = DemoConfig::from_args(&twice).unwrap_err().to_string();
         assert!(e.contains("twice"), "{e}");

@@ -545,6 +545,7 @@ mod tests {
             addresses: vec!["http://127.0.0.1:9".into()],
             user_name: None,
             request_timeout_ms: 200,
+            max_response_mb: RmSettings::DEFAULT_MAX_RESPONSE_MB,
         })
         .unwrap();
         let hub = Hub::new();

@@ -92,7 +92,7 @@ impl ControllerClient {
         if rest.is_empty() || rest.contains(char::is_whitespace) {
             return Err(LogsError::BadAddress(base.to_string()));
         }
-        let http = reqwest::Client::builder()
+        let http = crate::tls::http_client_builder()
             .connect_timeout(Duration::from_secs(5))
             .build()
             .map_err(LogsError::Client)?;

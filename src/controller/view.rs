@@ -197,6 +197,7 @@ pub fn build(
             started_ms: u64::try_from(c.started_time).unwrap_or(0),
             attained_service_ms: report.and_then(|s| s.attained_service_ms).unwrap_or(0),
             swapping: report.is_some_and(|s| s.swapping),
+            managed: report.is_some(),
         });
     }
 

@@ -202,6 +202,7 @@ pub async fn run(args: EmulateArgs) -> Result<(), EmulatorError> {
                 burst_interval: Duration::from_secs(args.burst_interval_secs),
                 burst_size: args.burst_size,
                 short_scale: None,
+                long_scale: 1.0,
                 user: "preemptor".into(),
                 tick: Duration::from_secs(2),
                 long_fill: super::workload::DEFAULT_LONG_FILL,

@@ -29,6 +29,8 @@ pub struct MixConfig {
     pub long_job_share: f64,
     /// TPC-H scale factor of the short queries ([`HibenchTpchMix::short_scale`]).
     pub short_scale: Option<f64>,
+    /// Input-size factor of the long jobs ([`HibenchTpchMix::long_scale`]).
+    pub long_scale: f64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -129,7 +131,7 @@ impl Client {
 /// their demand stays near the fill target; TPC-H bursts come every `burst_interval`.
 pub async fn run(config: MixConfig, cancel: CancellationToken) -> Result<MixStats, MixError> {
     let client = Client {
-        http: reqwest::Client::builder()
+        http: crate::tls::http_client_builder()
             .timeout(Duration::from_secs(30))
             .build()
             .map_err(|e| MixError::Request {
@@ -149,6 +151,7 @@ pub async fn run(config: MixConfig, cancel: CancellationToken) -> Result<MixStat
     mix.long_fill = config.long_fill;
     mix.long_job_share = config.long_job_share;
     mix.short_scale = config.short_scale;
+    mix.long_scale = config.long_scale;
     let mut stats = MixStats::default();
     // What each long job we submitted asks for in all (tasks + AM).
     let mut long_demand: HashMap<String, Resource> = HashMap::new();

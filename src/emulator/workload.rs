@@ -273,6 +273,9 @@ pub struct HibenchTpchMix {
     pub burst_size: u32,
     /// TPC-H scale factor of every short query; `None` draws 0.2 or 0.5.
     pub short_scale: Option<f64>,
+    /// Multiplies the long kernels' input sizes (not their iterations): below 1 for long
+    /// jobs that finish within a short run.
+    pub long_scale: f64,
     rng: Pcg64,
     long_seq: u64,
     short_seq: u64,
@@ -306,6 +309,7 @@ impl HibenchTpchMix {
             burst_interval_ms: 60_000,
             burst_size: 3,
             short_scale: None,
+            long_scale: 1.0,
             rng: Pcg64::seed_from_u64(seed),
             long_seq: 0,
             short_seq: 0,
@@ -342,11 +346,11 @@ impl HibenchTpchMix {
         // Sizes for about 5 to 12 CPU-seconds per task (docs/workload.md), which a
         // container's share of this machine stretches to minutes: long jobs.
         let args: Vec<String> = match kernel {
-            Kernel::Wordcount => vec!["--size-mb".into(), self.pick(&[1536, 2048, 3072])],
-            Kernel::Terasort => vec!["--size-mb".into(), self.pick(&[768, 1024, 1280])],
+            Kernel::Wordcount => vec!["--size-mb".into(), self.pick_sized(&[1536, 2048, 3072])],
+            Kernel::Terasort => vec!["--size-mb".into(), self.pick_sized(&[768, 1024, 1280])],
             Kernel::Kmeans => vec![
                 "--points".into(),
-                self.pick(&[500_000, 750_000]),
+                self.pick_sized(&[500_000, 750_000]),
                 "--k".into(),
                 "10".into(),
                 "--iterations".into(),
@@ -354,7 +358,7 @@ impl HibenchTpchMix {
             ],
             _ => vec![
                 "--pages".into(),
-                self.pick(&[1_000_000, 1_500_000]),
+                self.pick_sized(&[1_000_000, 1_500_000]),
                 "--iterations".into(),
                 self.pick(&[100, 150]),
             ],
@@ -405,6 +409,17 @@ impl HibenchTpchMix {
 
     fn pick(&mut self, options: &[u64]) -> String {
         options[self.rng.random_range(0..options.len())].to_string()
+    }
+
+    /// An input size, times `long_scale` (at least 1).
+    fn pick_sized(&mut self, options: &[u64]) -> String {
+        let n = options[self.rng.random_range(0..options.len())];
+        let scale = if self.long_scale.is_finite() && self.long_scale > 0.0 {
+            self.long_scale
+        } else {
+            1.0
+        };
+        ((n as f64 * scale).round() as u64).max(1).to_string()
     }
 
     fn pick_str(&mut self, options: &[&str]) -> String {

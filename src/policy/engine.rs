@@ -162,11 +162,27 @@ struct Tick<'a> {
     notes: Vec<String>,
 }
 
-fn held_of(c: &Container) -> Amount {
+/// What a container holds in YARN's accounting at cgroup `limits`. CPU cut to the
+/// suspend footprint holds no vcores: YARN's vcores are whole, so the footprint's 1% of
+/// a vcore can be neither advertised nor asked for, and counting it would leave every
+/// suspension a whole vcore short (two 1-vcore suspensions free 1.98 vcores, the node
+/// advertises 1). Memory is in MB and the footprint's 64 MB is really held: it counts.
+fn held_at(alloc: Amount, limits: Amount, footprint: Limits) -> Amount {
+    let floor = Amount::from(footprint).component_min(alloc);
+    let vcores =
+        if limits.vcores_milli < alloc.vcores_milli && limits.vcores_milli <= floor.vcores_milli {
+            0
+        } else {
+            limits.vcores_milli.min(alloc.vcores_milli)
+        };
+    Amount::new(limits.memory_mb.min(alloc.memory_mb), vcores)
+}
+
+fn held_of(c: &Container, footprint: Limits) -> Amount {
     let alloc = Amount::from(c.allocated);
     match c.state {
         ContainerState::Running => alloc,
-        _ => Amount::from(c.current).component_min(alloc),
+        _ => held_at(alloc, Amount::from(c.current), footprint),
     }
 }
 
@@ -245,7 +261,7 @@ impl<'a> Tick<'a> {
         for &ci in &waiting {
             let c = view.container(ci);
             let (n, a) = (c.node.get(), c.app.get());
-            let held = held_of(c);
+            let held = held_of(c, s.suspend.footprint);
             let reclaimed = Amount::from(c.allocated) - held;
             ledger.node_held[n] -= reclaimed;
             ledger.take_from_queue(view.apps[a].queue.get(), reclaimed);
@@ -270,8 +286,8 @@ impl<'a> Tick<'a> {
         let mut marked_set = Acted::new(view.containers.len());
         for &ci in &marked {
             let c = view.container(ci);
-            ledger.take_from_queue(view.app(c.app).queue.get(), held_of(c));
-            ledger.marked += held_of(c);
+            ledger.take_from_queue(view.app(c.app).queue.get(), held_of(c, s.suspend.footprint));
+            ledger.marked += held_of(c, s.suspend.footprint);
             marked_set.insert(ci);
         }
         let dice = dice_active.then(|| dice_samples(view, &waiting, now, dice_sampled_until));
@@ -308,6 +324,25 @@ impl<'a> Tick<'a> {
         )
     }
 
+    /// What `c` holds in YARN's accounting now ([`held_at`]).
+    fn held(&self, c: &Container) -> Amount {
+        held_of(c, self.s.suspend.footprint)
+    }
+
+    /// What `c` would hold in YARN's accounting at cgroup `limits`.
+    fn held_at(&self, c: &Container, limits: Amount) -> Amount {
+        held_at(Amount::from(c.allocated), limits, self.s.suspend.footprint)
+    }
+
+    /// The limits `c`'s cgroup enforces now, within its allocation.
+    fn limits(&self, c: &Container) -> Amount {
+        let alloc = Amount::from(c.allocated);
+        match c.state {
+            ContainerState::Running => alloc,
+            _ => Amount::from(c.current).component_min(alloc),
+        }
+    }
+
     fn queue_of(&self, c: &Container) -> usize {
         self.view.app(c.app).queue.get()
     }
@@ -338,7 +373,7 @@ impl<'a> Tick<'a> {
     /// Give a container its whole allocation back.
     fn resume_fully(&mut self, ci: ContainerIdx, policy: PolicyKind, room: Room, reason: String) {
         let c = self.view.container(ci);
-        let owed = Amount::from(c.allocated) - held_of(c);
+        let owed = Amount::from(c.allocated) - self.held(c);
         self.resume_by(ci, policy, room, owed, reason);
     }
 
@@ -352,14 +387,16 @@ impl<'a> Tick<'a> {
         reason: String,
     ) {
         let c = self.view.container(ci);
-        let owed = Amount::from(c.allocated) - held_of(c);
+        let owed = Amount::from(c.allocated) - self.held(c);
         let inc = inc.component_min(owed);
         self.ledger.give(self.queue_of(c), room, inc);
         let to = if inc == owed {
             self.memos.get_mut(ci, c.id).resumed();
             Limits::from(c.allocated)
         } else {
-            (held_of(c) + inc).to_limits()
+            (self.held(c) + inc)
+                .component_max(self.floor(c))
+                .to_limits()
         };
         let kind = ActionKind::Resume {
             container: c.id,
@@ -379,7 +416,7 @@ impl<'a> Tick<'a> {
     ) -> Option<Amount> {
         let c = self.view.container(ci);
         let floor = self.floor(c);
-        let amount = held_of(c) - floor;
+        let amount = self.held(c) - self.held_at(c, floor);
         if !self.ledger.take(self.queue_of(c), room, amount, None) {
             return None;
         }
@@ -425,7 +462,7 @@ impl<'a> Tick<'a> {
                 self.marked.push(ci);
             } else {
                 self.ledger
-                    .give(self.queue_of(c), Room::QueueOnly, held_of(c));
+                    .give(self.queue_of(c), Room::QueueOnly, self.held(c));
                 self.memos.get_mut(ci, c.id).kill_marked_at = None;
             }
         }
@@ -517,7 +554,7 @@ impl<'a> Tick<'a> {
         let mut unmarked = HashSet::new();
         for ci in marks {
             let c = view.container(ci);
-            let (q, held) = (self.queue_of(c), held_of(c));
+            let (q, held) = (self.queue_of(c), self.held(c));
             if held.fits_in(&room[q]) {
                 room[q] -= held;
                 self.ledger.give(q, Room::QueueOnly, held);
@@ -537,7 +574,7 @@ impl<'a> Tick<'a> {
             let c = view.container(ci);
             let (q, n) = (self.queue_of(c), c.node.get());
             let policy = self.policy[c.app.get()];
-            let owed = Amount::from(c.allocated) - held_of(c);
+            let owed = Amount::from(c.allocated) - self.held(c);
             let inc = if policy == PolicyKind::Graceful {
                 owed.component_min(step)
             } else {
@@ -601,7 +638,7 @@ impl<'a> Tick<'a> {
 
     fn kill(&mut self, ci: ContainerIdx, reason: String, for_queue: Option<String>) {
         let c = self.view.container(ci);
-        let held = held_of(c);
+        let held = self.held(c);
         self.ledger
             .killed(c.node.get(), held, Amount::from(c.allocated) - held);
         let kind = ActionKind::Kill { container: c.id };
@@ -640,9 +677,8 @@ impl<'a> Tick<'a> {
                 continue;
             }
             let floor = self.floor(c);
-            let held = held_of(c);
-            let to = Amount::new(held.memory_mb, floor.vcores_milli);
-            let amount = held - to;
+            let to = Amount::new(self.limits(c).memory_mb, floor.vcores_milli);
+            let amount = self.held(c) - self.held_at(c, to);
             if amount.is_zero()
                 || !self.ledger.take(
                     self.queue_of(c),
@@ -672,11 +708,12 @@ impl<'a> Tick<'a> {
         }
     }
 
-    /// Running or shrunk, above its footprint, not marked, not yet acted on.
+    /// Managed, running or shrunk, above its footprint, not marked, not yet acted on.
     fn reclaimable(&self, ci: ContainerIdx, c: &Container) -> bool {
-        matches!(c.state, ContainerState::Running | ContainerState::Shrunk)
+        c.managed
+            && matches!(c.state, ContainerState::Running | ContainerState::Shrunk)
             && !self.acted.contains(ci)
-            && !held_of(c).fits_in(&self.floor(c))
+            && !self.limits(c).fits_in(&self.floor(c))
             && !self.marked_set.contains(ci)
     }
 
@@ -777,11 +814,12 @@ impl<'a> Tick<'a> {
         let view = self.view;
         let policy = self.policy[ai.get()];
         let step = Amount::from(self.s.graceful.step);
+        let footprint = self.s.suspend.footprint;
         let order = smallest_first(containers, |ci| {
             let c = view.container(ci);
             // Graceful goes round-robin: least shrunk so far first.
             let shrunk = if policy == PolicyKind::Graceful {
-                let r = Amount::from(c.allocated) - held_of(c);
+                let r = Amount::from(c.allocated) - held_of(c, footprint);
                 (r.memory_mb, r.vcores_milli)
             } else {
                 (0, 0)
@@ -795,20 +833,21 @@ impl<'a> Tick<'a> {
             let c = view.container(ci);
             let q = self.queue_of(c);
             let node = c.node.get();
-            let held = held_of(c);
+            let held = self.held(c);
             let (room, amount, what) = match policy {
                 PolicyKind::Kill => (Room::QueueOnly, held, Reclaim::Mark),
                 PolicyKind::Immediate => {
                     let floor = self.floor(c);
                     (
                         Room::Advertised(node),
-                        held - floor,
+                        held - self.held_at(c, floor),
                         Reclaim::Suspend(floor),
                     )
                 }
                 PolicyKind::Graceful if !c.swapping && self.may_step(ci) => {
-                    let to = (held - step).component_max(self.floor(c));
-                    (Room::Advertised(node), held - to, Reclaim::Shrink(to))
+                    let to = (self.limits(c) - step).component_max(self.floor(c));
+                    let amount = held - self.held_at(c, to);
+                    (Room::Advertised(node), amount, Reclaim::Shrink(to))
                 }
                 _ => continue,
             };
@@ -912,10 +951,11 @@ impl<'a> Tick<'a> {
             if !c.is_live() {
                 continue;
             }
-            if self.policy[c.app.get()] == PolicyKind::Las && !self.acted.contains(ci) {
+            if self.policy[c.app.get()] == PolicyKind::Las && c.managed && !self.acted.contains(ci)
+            {
                 idx.push(ci);
             } else {
-                others += held_of(c);
+                others += self.held(c);
             }
         }
         let cap = self.ledger.node_cap[n] - others;
@@ -953,8 +993,9 @@ impl<'a> Tick<'a> {
                     };
                     let c = view.container(idx[v]);
                     let q = view.app(c.app).queue.get();
-                    let floor = Amount::from(footprint.component_min(Limits::from(c.allocated)));
-                    let amount = held_of(c) - floor;
+                    let alloc = Amount::from(c.allocated);
+                    let floor = alloc.component_min(Amount::from(footprint));
+                    let amount = held_of(c, footprint) - held_at(alloc, floor, footprint);
                     if withdraw {
                         ledger.untake(q, Room::Local(n), amount);
                         return true;
@@ -1057,7 +1098,7 @@ impl<'a> Tick<'a> {
             if self.policy[c.app.get()] != PolicyKind::Dice || self.acted.contains(ci) {
                 continue;
             }
-            let owed = Amount::from(c.allocated) - held_of(c);
+            let owed = Amount::from(c.allocated) - self.held(c);
             if dice::suspension_over(self.memos.get(ci).suspended_at, self.now, s)
                 && owed.fits_in(&self.ledger.node_room(c.node.get()))
             {
@@ -1160,6 +1201,7 @@ impl<'a> Tick<'a> {
             .filter(|&ci| {
                 let c = view.container(ci);
                 long(c)
+                    && c.managed
                     && c.state == ContainerState::Running
                     && self.policy[c.app.get()] == PolicyKind::Dice
                     && !self.acted.contains(ci)
@@ -1176,7 +1218,7 @@ impl<'a> Tick<'a> {
             return false;
         };
         let c = view.container(ci);
-        let freed = self.ledger.node_room(n) + (held_of(c) - self.floor(c));
+        let freed = self.ledger.node_room(n) + (self.held(c) - self.held_at(c, self.floor(c)));
         let facts = DiceNodeFacts {
             long_running,
             long_suspended,

@@ -234,6 +234,7 @@ impl ViewBuilder {
                     / MICROS_PER_MILLI as f64) as u64,
                 swapping: k.phase == Phase::Steady
                     && core.cfg.costs.swapping(k.allocated, k.current),
+                managed: true,
             });
             self.containers.push(c);
         }

@@ -38,9 +38,6 @@ use crate::resources::Resource;
 /// Requests one client keeps in flight at most, unless told otherwise.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 16;
 
-/// A response larger than this is refused rather than buffered.
-const MAX_RESPONSE_BYTES: usize = 256 << 20;
-
 const INFO_PATH: &str = "/ws/v1/cluster/info";
 pub(super) const APPS_PATH: &str = "/ws/v1/cluster/apps";
 pub(super) const NODES_PATH: &str = "/ws/v1/cluster/nodes";
@@ -56,6 +53,8 @@ struct Inner {
     user_name: Option<String>,
     http: reqwest::Client,
     timeout: Duration,
+    /// A larger answer is refused rather than buffered.
+    max_response_bytes: usize,
     permits: Semaphore,
     active: Mutex<Active>,
     /// Held while the RMs are probed, so that concurrent failures probe once.
@@ -240,6 +239,17 @@ impl RmClient {
         if user_name.as_deref() == Some("") {
             return Err(Error::Config("the user name is empty".into()));
         }
+        let max_response_bytes = (1..=RmSettings::LARGEST_MAX_RESPONSE_MB)
+            .contains(&settings.max_response_mb)
+            .then(|| usize::try_from(settings.max_response_mb << 20).ok())
+            .flatten()
+            .ok_or_else(|| {
+                Error::Config(format!(
+                    "the largest response must be 1 to {} MiB, not {}",
+                    RmSettings::LARGEST_MAX_RESPONSE_MB,
+                    settings.max_response_mb
+                ))
+            })?;
         let timeout = Duration::from_millis(settings.request_timeout_ms);
         let http = http_client(timeout, Some(timeout))?;
         Ok(RmClient {
@@ -248,6 +258,7 @@ impl RmClient {
                 user_name,
                 http,
                 timeout,
+                max_response_bytes,
                 permits: Semaphore::new(max_in_flight),
                 active: Mutex::new(Active {
                     index: None,
@@ -618,16 +629,15 @@ impl RmClient {
             return Ok(Answer::Standby { location });
         }
         let json = is_json(resp.headers());
-        let body = read_limited(resp, MAX_RESPONSE_BYTES)
-            .await
-            .map_err(|e| match e {
-                ReadError::Http(e) => transport(e),
-                ReadError::TooLarge => Failure::Other(Error::TooLarge {
-                    method: call.method.to_string(),
-                    url: shown.clone(),
-                    limit: MAX_RESPONSE_BYTES,
-                }),
-            })?;
+        let limit = self.inner.max_response_bytes;
+        let body = read_limited(resp, limit).await.map_err(|e| match e {
+            ReadError::Http(e) => transport(e),
+            ReadError::TooLarge => Failure::Other(Error::TooLarge {
+                method: call.method.to_string(),
+                url: shown.clone(),
+                limit,
+            }),
+        })?;
         if !json && looks_like_standby_page(&body) {
             return Ok(Answer::Standby { location: None });
         }
@@ -827,7 +837,7 @@ pub(super) fn http_client(
     connect: Duration,
     total: Option<Duration>,
 ) -> Result<reqwest::Client, Error> {
-    let mut builder = reqwest::Client::builder()
+    let mut builder = crate::tls::http_client_builder()
         .connect_timeout(connect)
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy();
@@ -933,7 +943,9 @@ fn body_start(body: &[u8]) -> String {
     excerpt(&String::from_utf8_lossy(&body[..body.len().min(200)]), 80)
 }
 
-/// reqwest's message with its causes ("error sending request: ... Connection refused").
+/// reqwest's message with its causes ("error sending request: ... Connection refused"),
+/// its URL without query or credentials: the proxy's errors are logged, and a query can
+/// carry a delegation token.
 pub(super) fn describe_reqwest(e: &reqwest::Error) -> String {
     let mut out = if e.is_timeout() {
         "timed out".to_string()
@@ -942,6 +954,15 @@ pub(super) fn describe_reqwest(e: &reqwest::Error) -> String {
     } else {
         e.to_string()
     };
+    if let Some(url) = e.url() {
+        let mut shown = url.clone();
+        shown.set_query(None);
+        shown.set_fragment(None);
+        // Fails only for URLs that cannot carry credentials, which then have none.
+        let _ = shown.set_password(None);
+        let _ = shown.set_username("");
+        out = out.replace(url.as_str(), shown.as_str());
+    }
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
         let text = s.to_string();
@@ -985,6 +1006,7 @@ mod tests {
             addresses: addresses.iter().map(|s| s.to_string()).collect(),
             user_name: Some("yarn".into()),
             request_timeout_ms: 1000,
+            max_response_mb: RmSettings::DEFAULT_MAX_RESPONSE_MB,
         }
     }
 

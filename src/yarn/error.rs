@@ -41,7 +41,10 @@ pub enum Error {
         url: String,
         reason: String,
     },
-    #[error("{method} {url}: the answer is larger than {limit} bytes")]
+    #[error(
+        "{method} {url}: the answer is larger than {limit} bytes and was refused, not \
+         buffered; raise yarn.preemptor.rm.max-response-mb if the cluster needs it"
+    )]
     TooLarge {
         method: String,
         url: String,

@@ -6,6 +6,8 @@ pub mod client;
 mod doc_examples;
 pub mod dto;
 pub mod error;
+#[cfg(test)]
+mod fuzz_tests;
 pub mod lenient;
 pub mod proxy;
 pub mod snapshot;

@@ -1,9 +1,9 @@
 //! The ResourceManager reverse proxy (`preemptor controller --proxy-listen :8089`).
 //!
 //! Every request (REST and web UI) goes to the active RM unchanged: method, path,
-//! query, headers (including `Host`, `Authorization`, SPNEGO's `WWW-Authenticate` and
-//! the `hadoop.auth` cookie) and body, streamed both ways; only hop-by-hop headers are
-//! dropped and `X-Forwarded-For` is added. Application submissions (`POST
+//! query, headers (including `Host`, `Authorization`, `Proxy-Authorization`, SPNEGO's
+//! `WWW-Authenticate: Negotiate ...` and the `hadoop.auth` cookie) and body, streamed
+//! both ways; only hop-by-hop headers are dropped and `X-Forwarded-For` is added. Application submissions (`POST
 //! /ws/v1/cluster/apps`) are read (bounded), optionally routed to a queue, timestamped,
 //! and reported on a channel the moment the RM accepts them, so that the controller
 //! decides at once instead of at its next tick. Headers and query strings are never
@@ -385,7 +385,9 @@ fn forwarded_headers(incoming: &HeaderMap, peer: Option<SocketAddr>) -> HeaderMa
 }
 
 /// RFC 9110 7.6.1: hop-by-hop headers, and any the `Connection` header names, stay
-/// on their own connection.
+/// on their own connection. `Proxy-Authorization` and `Proxy-Authenticate` pass: this
+/// proxy authenticates no one, so they are meant for a gateway in front of the RM
+/// (RFC 9110 11.7 lets proxies relay them).
 fn copy_end_to_end(from: &HeaderMap, to: &mut HeaderMap) {
     let named: Vec<String> = from
         .get_all(CONNECTION)
@@ -401,8 +403,6 @@ fn copy_end_to_end(from: &HeaderMap, to: &mut HeaderMap) {
             "connection"
                 | "keep-alive"
                 | "proxy-connection"
-                | "proxy-authenticate"
-                | "proxy-authorization"
                 | "te"
                 | "trailer"
                 | "transfer-encoding"
@@ -498,6 +498,7 @@ mod tests {
     fn hop_by_hop_headers_stay_and_the_rest_pass_untouched() {
         let mut h = HeaderMap::new();
         h.insert("authorization", "Negotiate YIIC".parse().unwrap());
+        h.insert("proxy-authorization", "Basic Z3c6cHc=".parse().unwrap());
         h.append(
             "cookie",
             "hadoop.auth=\"u=alice&t=kerberos\"".parse().unwrap(),
@@ -508,6 +509,7 @@ mod tests {
         h.insert("host", "proxy:8089".parse().unwrap());
         let out = forwarded_headers(&h, Some("10.0.0.7:5000".parse().unwrap()));
         assert_eq!(out["authorization"], "Negotiate YIIC");
+        assert_eq!(out["proxy-authorization"], "Basic Z3c6cHc=");
         assert_eq!(out["cookie"], "hadoop.auth=\"u=alice&t=kerberos\"");
         assert_eq!(out["host"], "proxy:8089");
         assert_eq!(out["x-forwarded-for"], "10.0.0.7");

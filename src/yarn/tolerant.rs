@@ -84,11 +84,11 @@ pub fn decode<T: DeserializeOwned + Default>(
     bytes: &[u8],
     source: &str,
 ) -> Result<Parsed<T>, serde_json::Error> {
-    match serde_json::from_slice::<T>(bytes) {
-        Ok(value) => return Ok(Parsed::clean(value)),
-        Err(e) if e.is_data() => {}
-        Err(e) => return Err(e),
+    if let Ok(value) = serde_json::from_slice::<T>(bytes) {
+        return Ok(Parsed::clean(value));
     }
+    // Whether the bytes are JSON is decided on a Value: serde_json reports some shape
+    // errors as syntax errors (an enum given `null` or a number: "expected value").
     let value: Value = serde_json::from_slice(bytes)?;
     Ok(from_value(value, source))
 }
@@ -330,6 +330,23 @@ mod tests {
 
     fn apps(json: &str) -> Parsed<AppsResponse> {
         decode(json.as_bytes(), "GET /ws/v1/cluster/apps").unwrap()
+    }
+
+    #[test]
+    fn an_enum_given_null_or_a_number_is_a_field_not_a_broken_document() {
+        // Found by the fuzz test: serde_json calls these syntax errors.
+        let p = apps(
+            r#"{"apps":{"app":[{"id":"a0","state":null},{"id":"a1","finalStatus":7,"state":"RUNNING"}]}}"#,
+        );
+        let paths: Vec<&str> = p.warnings.iter().map(|w| w.path.as_str()).collect();
+        assert_eq!(paths, ["apps.app[0].state", "apps.app[1].finalStatus"]);
+        let list = p.value.into_list();
+        assert_eq!(list.len(), 2);
+        assert_eq!(
+            list[1].state,
+            crate::yarn::dto::YarnApplicationState::Running
+        );
+        assert!(decode::<AppsResponse>(b"{\"apps\":", "x").is_err());
     }
 
     #[test]

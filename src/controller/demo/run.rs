@@ -283,6 +283,10 @@ fn controller_config(
     // eight containers they round down to nothing. Whole containers per round.
     settings.policy.total_preemption_per_round = 1.0;
     settings.policy.natural_termination_factor = 1.0;
+    // Dice decides once per window (60 s by default, as long as a whole demo run): one
+    // window per burst instead.
+    let burst_ms = u64::try_from(config.burst_interval.as_millis()).unwrap_or(u64::MAX);
+    settings.policy.dice.window_ms = settings.policy.dice.window_ms.min(burst_ms.max(1000));
     settings.rm.addresses = vec![emu.rm_url().to_string()];
     settings.agent.lease_timeout_ms = AGENT_LEASE.as_millis() as u64;
     // Squeezing a container's memory can take seconds on a busy two-core machine.
@@ -456,7 +460,9 @@ async fn drive(
         .proxy_url()
         .ok_or_else(|| DemoError::Io("the controller started without its proxy".into()))?;
     let stop = CancellationToken::new();
-    let printer = print_events(&hub, config.live, stop.clone());
+    // The log keeps printing through the drain; it stops once the run's records are read.
+    let printing = CancellationToken::new();
+    let printer = print_events(&hub, config.live, printing.clone());
     let mix_task = tokio::spawn(mix::run(
         MixConfig {
             rm_url: proxy,
@@ -471,6 +477,7 @@ async fn drive(
             long_fill: LONG_FILL,
             long_job_share: LONG_JOB_SHARE,
             short_scale: config.short_scale,
+            long_scale: config.long_scale,
         },
         stop.clone(),
     ));
@@ -499,12 +506,16 @@ async fn drive(
             next_progress += PROGRESS_EVERY;
         }
     }
+    stop.cancel();
+    let mix_stats = mix_task.await;
+    if !interrupted && !config.drain.is_zero() {
+        interrupted = drain(config, policy, emu, &hub, cancel).await;
+    }
     // Read before anything stops: the shutdown aborts what still runs.
     let end_ms = crate::emulator::now_ms();
     let records = emu.inspect(app_records);
     let metrics = hub.metrics();
-    stop.cancel();
-    let mix_stats = match mix_task.await {
+    let mix_stats = match mix_stats {
         Ok(Ok(s)) => Some(s),
         Ok(Err(e)) => {
             say(config, &format!("   mix stopped with an error: {e}"));
@@ -515,6 +526,7 @@ async fn drive(
             None
         }
     };
+    printing.cancel();
     let _ = printer.await;
     if let Some(s) = mix_stats
         && s.errors > 0
@@ -529,6 +541,67 @@ async fn drive(
     }
     let summary = PolicySummary::new(policy.name(), &records, &metrics, end_ms);
     Ok((summary, records, interrupted))
+}
+
+/// With the mix stopped, waits until every application has ended, `config.drain` has
+/// passed, or `cancel`; true if cancelled. The controller keeps acting meanwhile.
+async fn drain(
+    config: &DemoConfig,
+    policy: PolicyKind,
+    emu: &EmulatorHandle,
+    hub: &Hub,
+    cancel: &CancellationToken,
+) -> bool {
+    let begin = Instant::now();
+    let mut next_progress = PROGRESS_EVERY;
+    let unfinished = || {
+        emu.inspect(app_records)
+            .iter()
+            .filter(|r| r.finished_ms.is_none())
+            .count()
+    };
+    say(
+        config,
+        &format!(
+            "   submissions stopped; waiting up to {}s for {} unfinished job(s)",
+            config.drain.as_secs(),
+            unfinished()
+        ),
+    );
+    while begin.elapsed() < config.drain {
+        if unfinished() == 0 {
+            say(
+                config,
+                &format!(
+                    "   every job ended {}s after submissions stopped",
+                    begin.elapsed().as_secs()
+                ),
+            );
+            return false;
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => {
+                say(config, "   interrupted: stopping this run cleanly");
+                return true;
+            }
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+        }
+        if begin.elapsed() >= next_progress {
+            let total = config.per_policy + config.drain;
+            let elapsed = config.per_policy + begin.elapsed();
+            say(config, &progress_line(policy, elapsed, total, emu, hub));
+            next_progress += PROGRESS_EVERY;
+        }
+    }
+    say(
+        config,
+        &format!(
+            "   drain over: {} job(s) still unfinished after {}s",
+            unfinished(),
+            config.drain.as_secs()
+        ),
+    );
+    false
 }
 
 #[cfg(test)]

@@ -30,6 +30,8 @@ struct ContainerRecipe {
     state: u8,
     attained_ms: u64,
     swapping: bool,
+    /// No agent reports it (a running container outside Docker): never acted on.
+    unmanaged: bool,
     /// CPU time after which it finishes (eventual-resumption runs).
     work_ms: u64,
 }
@@ -74,15 +76,17 @@ fn container_recipe() -> impl Strategy<Value = ContainerRecipe> {
         0u8..6,
         0u64..200_000,
         prop::bool::weighted(0.15),
+        prop::bool::weighted(0.1),
         10_000u64..150_000,
     )
         .prop_map(
-            |(node, size, state, attained_ms, swapping, work_ms)| ContainerRecipe {
+            |(node, size, state, attained_ms, swapping, unmanaged, work_ms)| ContainerRecipe {
                 node,
                 size,
                 state,
                 attained_ms,
                 swapping,
+                unmanaged,
                 work_ms,
             },
         )
@@ -254,7 +258,8 @@ impl Recipe {
                             ct.current = Limits::new(mem / 2, vc * 500).component_max(footprint);
                             ct.swapping = c.swapping;
                         }
-                        _ => {}
+                        // Only reported containers can be seen suspended or shrunk.
+                        _ => ct.managed = !c.unmanaged,
                     }
                 });
                 work.push(c.attained_ms + c.work_ms);
@@ -268,17 +273,35 @@ impl Recipe {
     }
 }
 
-fn held(c: &Container) -> Amount {
-    let alloc = Amount::from(c.allocated);
+/// YARN's accounting at `limits`: CPU cut to the footprint holds no vcores.
+fn held_at(c: &Container, limits: Limits, s: &PolicySettings) -> Amount {
+    let (alloc, floor) = (Limits::from(c.allocated), footprint_of(c, s));
+    let limits = limits.component_min(alloc);
+    let at_floor = limits.cpu_millis < alloc.cpu_millis && limits.cpu_millis <= floor.cpu_millis;
+    Amount::new(
+        limits.memory_mb,
+        if at_floor {
+            0
+        } else {
+            limits.cpu_millis.into()
+        },
+    )
+}
+
+fn held(c: &Container, s: &PolicySettings) -> Amount {
     if c.state == ContainerState::Running {
-        alloc
+        Amount::from(c.allocated)
     } else {
-        Amount::from(c.current).component_min(alloc)
+        held_at(c, c.current, s)
     }
 }
 
 /// What each queue (every level) holds in `view`, minus containers marked for killing.
-fn queue_held(view: &ClusterView, marked: &HashSet<ContainerId>) -> Vec<Amount> {
+fn queue_held(
+    view: &ClusterView,
+    marked: &HashSet<ContainerId>,
+    s: &PolicySettings,
+) -> Vec<Amount> {
     let mut h = vec![Amount::ZERO; view.queues.len()];
     for c in view
         .containers
@@ -287,7 +310,7 @@ fn queue_held(view: &ClusterView, marked: &HashSet<ContainerId>) -> Vec<Amount> 
     {
         let mut q = Some(view.app(c.app).queue);
         while let Some(i) = q {
-            h[i.get()] += held(c);
+            h[i.get()] += held(c, s);
             q = view.queue(i).parent;
         }
     }
@@ -310,13 +333,14 @@ fn taken(
     view: &ClusterView,
     a: &Action,
     marked_before: &HashSet<ContainerId>,
+    s: &PolicySettings,
 ) -> Option<(usize, Amount)> {
     let id = a.kind.container()?;
     let c = view.container(view.container_by_id(&id)?);
     let amount = match a.kind {
-        ActionKind::Suspend { footprint, .. } => held(c) - Amount::from(footprint),
-        ActionKind::Shrink { to, .. } => held(c) - Amount::from(to),
-        ActionKind::Kill { .. } if !marked_before.contains(&id) => held(c),
+        ActionKind::Suspend { footprint, .. } => held(c, s) - held_at(c, footprint, s),
+        ActionKind::Shrink { to, .. } => held(c, s) - held_at(c, to, s),
+        ActionKind::Kill { .. } if !marked_before.contains(&id) => held(c, s),
         _ => return None,
     };
     Some((c.app.get(), amount))
@@ -340,6 +364,7 @@ fn check_plan(
             view.container_by_id(&id)
                 .ok_or_else(|| TestCaseError::fail("unknown container"))?,
         );
+        prop_assert!(c.managed, "{a} on a container no agent manages");
         let floor = footprint_of(c, s);
         match a.kind {
             ActionKind::Suspend { footprint, .. } => prop_assert_eq!(footprint, floor),
@@ -360,7 +385,7 @@ fn check_plan(
     // New marks and every other taking action, with where the room goes.
     let mut takes: Vec<(usize, Amount, Option<usize>)> = Vec::new();
     for a in &plan.actions {
-        if let Some((app, amount)) = taken(view, a, marked_before) {
+        if let Some((app, amount)) = taken(view, a, marked_before, s) {
             let to = a
                 .for_queue
                 .as_deref()
@@ -374,12 +399,13 @@ fn check_plan(
             view.container_by_id(&k.container)
                 .ok_or_else(|| TestCaseError::fail("unknown container"))?,
         );
+        prop_assert!(c.managed, "marked {} that no agent manages", k.container);
         let to = k
             .for_queue
             .as_deref()
             .and_then(|p| view.queue_by_path(p))
             .map(|q| q.get());
-        takes.push((c.app.get(), held(c), to));
+        takes.push((c.app.get(), held(c, s), to));
     }
     let total = Amount::sum(takes.iter().map(|t| t.1));
     prop_assert_eq!(total, plan.reclaimed);
@@ -390,7 +416,7 @@ fn check_plan(
         plan.round_cap
     );
     let marked: HashSet<ContainerId> = plan.pending_kills.iter().map(|k| k.container).collect();
-    let held_after = queue_held(&after, &marked);
+    let held_after = queue_held(&after, &marked, s);
     for (q, queue) in view.queues.iter().enumerate() {
         let (mut external, mut internal) = (Amount::ZERO, Amount::ZERO);
         for &(app, amount, to) in &takes {
