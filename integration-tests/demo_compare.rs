@@ -11,6 +11,7 @@ use std::time::Duration;
 use preemptor::cluster::PolicyKind;
 use preemptor::controller::demo::{self, DemoConfig, NODE_RESOURCE, report::PolicySummary};
 use preemptor::emulator::RuntimeChoice;
+use preemptor::emulator::workload::Kernel;
 use tokio_util::sync::CancellationToken;
 
 use crate::common::docker_or_skip;
@@ -49,10 +50,15 @@ async fn graceful_and_immediate_cut_short_job_queueing_and_kill_reruns_killed_wo
         // interval, so each burst measures preemption rather than queries queued behind
         // the previous burst's (SF 0.2 took over 20 s).
         short_scale: Some(0.01),
-        // Long tasks of about half a minute here, so that every long job ends within the
-        // drain and its completion (and failures) can be checked.
-        long_scale: 0.02,
-        drain: Duration::from_secs(150),
+        // Long tasks must outlast the reclaim latency by far, on a quiet machine as on a
+        // busy one, or short jobs rarely wait under none either (CI, quiet, once saw none's
+        // p95 at 3.5 s with 2% inputs). Debug-built kernels differ in speed by 10x against
+        // release, so only wordcount runs: 10% of its input is 6-13 CPU-seconds, 25-50 s at
+        // a quarter CPU. The drain is long enough for a loaded machine; it ends when the
+        // last job does.
+        long_scale: 0.1,
+        long_kernels: vec![Kernel::Wordcount],
+        drain: Duration::from_secs(300),
         live: true,
     };
     let report = demo::run(&config, CancellationToken::new())

@@ -14,6 +14,7 @@ use std::time::Duration;
 use crate::cluster::PolicyKind;
 use crate::config::LoadedConfig;
 use crate::emulator::RuntimeChoice;
+use crate::emulator::workload::{Kernel, LONG_KERNELS};
 use crate::resources::Resource;
 
 /// Command-line flags of `preemptor demo`.
@@ -49,6 +50,21 @@ pub struct DemoArgs {
     /// jobs that end within a few minutes' drain.
     #[arg(long, default_value_t = 1.0, value_parser = parse_long_scale)]
     pub long_scale: f64,
+    /// HiBench kernels the long jobs cycle through, comma-separated: any of wordcount,
+    /// terasort (MapReduce), kmeans, pagerank (Spark).
+    #[arg(long, value_delimiter = ',', default_value = "wordcount,terasort,kmeans,pagerank", value_parser = parse_long_kernel)]
+    pub long_kernels: Vec<Kernel>,
+}
+
+fn parse_long_kernel(s: &str) -> Result<Kernel, String> {
+    let k: Kernel = s.parse()?;
+    if LONG_KERNELS.contains(&k) {
+        Ok(k)
+    } else {
+        Err(format!(
+            "{s:?} is not a HiBench kernel (expected wordcount, terasort, kmeans or pagerank)"
+        ))
+    }
 }
 
 fn parse_long_scale(s: &str) -> Result<f64, String> {
@@ -118,6 +134,8 @@ pub struct DemoConfig {
     /// Input-size factor of the long HiBench jobs (1.0: minutes per task on this
     /// machine's share of a CPU).
     pub long_scale: f64,
+    /// HiBench kernels of the long jobs, cycled in order.
+    pub long_kernels: Vec<Kernel>,
     /// After `per_policy`, the mix stops and the run waits up to this long for every
     /// submitted job to end.
     pub drain: Duration,
@@ -186,6 +204,7 @@ impl DemoConfig {
             burst_size: 1,
             short_scale: None,
             long_scale: args.long_scale,
+            long_kernels: args.long_kernels.clone(),
             drain: args.drain,
             live: true,
         })
@@ -283,12 +302,19 @@ mod tests {
         assert_eq!((c.drain, c.long_scale), (Duration::ZERO, 1.0));
         let d = parse(&["--drain", "2m", "--long-scale", "0.2"]).unwrap();
         assert_eq!((d.drain, d.long_scale), (Duration::from_secs(120), 0.2));
+        assert_eq!(c.long_kernels, LONG_KERNELS.to_vec());
+        let k = parse(&["--long-kernels", "wordcount,kmeans"]).unwrap();
+        assert_eq!(k.long_kernels, vec![Kernel::Wordcount, Kernel::Kmeans]);
     }
 
     #[test]
     fn bad_flags_are_refused_with_reasons() {
         let e = parse(&["--policy", "none,fifo"]).unwrap_err();
         assert!(e.contains("unknown policy"), "{e}");
+        let e = parse(&["--long-kernels", "wordcount,tpch"]).unwrap_err();
+        assert!(e.contains("not a HiBench kernel"), "{e}");
+        let e = parse(&["--long-kernels", "sort"]).unwrap_err();
+        assert!(e.contains("unknown kernel"), "{e}");
         assert!(parse(&["--nodes", "0"]).is_err());
         assert!(parse(&["--runtime", "podman"]).is_err());
         assert!(parse(&["--duration", "soon"]).is_err());

@@ -203,6 +203,7 @@ pub async fn run(args: EmulateArgs) -> Result<(), EmulatorError> {
                 burst_size: args.burst_size,
                 short_scale: None,
                 long_scale: 1.0,
+                long_kernels: super::workload::LONG_KERNELS.to_vec(),
                 user: "preemptor".into(),
                 tick: Duration::from_secs(2),
                 long_fill: super::workload::DEFAULT_LONG_FILL,

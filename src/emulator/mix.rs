@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use crate::resources::Resource;
 use crate::yarn::dto::{AppsResponse, NewApplication};
 
-use super::workload::{HibenchTpchMix, MIX_AM, MixJob};
+use super::workload::{HibenchTpchMix, Kernel, MIX_AM, MixJob};
 
 #[derive(Clone, Debug)]
 pub struct MixConfig {
@@ -31,6 +31,8 @@ pub struct MixConfig {
     pub short_scale: Option<f64>,
     /// Input-size factor of the long jobs ([`HibenchTpchMix::long_scale`]).
     pub long_scale: f64,
+    /// HiBench kernels of the long jobs ([`HibenchTpchMix::long_kernels`]).
+    pub long_kernels: Vec<Kernel>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -152,6 +154,7 @@ pub async fn run(config: MixConfig, cancel: CancellationToken) -> Result<MixStat
     mix.long_job_share = config.long_job_share;
     mix.short_scale = config.short_scale;
     mix.long_scale = config.long_scale;
+    mix.long_kernels = config.long_kernels.clone();
     let mut stats = MixStats::default();
     // What each long job we submitted asks for in all (tasks + AM).
     let mut long_demand: HashMap<String, Resource> = HashMap::new();

@@ -276,6 +276,8 @@ pub struct HibenchTpchMix {
     /// Multiplies the long kernels' input sizes (not their iterations): below 1 for long
     /// jobs that finish within a short run.
     pub long_scale: f64,
+    /// HiBench kernels the long jobs cycle through, in order ([`LONG_KERNELS`] by default).
+    pub long_kernels: Vec<Kernel>,
     rng: Pcg64,
     long_seq: u64,
     short_seq: u64,
@@ -291,7 +293,8 @@ pub const DEFAULT_LONG_JOB_SHARE: f64 = 0.25;
 
 pub const MIX_AM: Resource = Resource::new(1024, 1);
 
-const LONG_KERNELS: [Kernel; 4] = [
+/// The HiBench kernels a long job can run.
+pub const LONG_KERNELS: [Kernel; 4] = [
     Kernel::Wordcount,
     Kernel::Terasort,
     Kernel::Kmeans,
@@ -310,6 +313,7 @@ impl HibenchTpchMix {
             burst_size: 3,
             short_scale: None,
             long_scale: 1.0,
+            long_kernels: LONG_KERNELS.to_vec(),
             rng: Pcg64::seed_from_u64(seed),
             long_seq: 0,
             short_seq: 0,
@@ -341,7 +345,15 @@ impl HibenchTpchMix {
     }
 
     fn next_long(&mut self, tasks: u32) -> MixJob {
-        let kernel = LONG_KERNELS[(self.long_seq % LONG_KERNELS.len() as u64) as usize];
+        // Only HiBench kernels make long jobs; an empty or foreign list falls back to all.
+        let mut kernels: Vec<Kernel> = (self.long_kernels.iter())
+            .copied()
+            .filter(|k| LONG_KERNELS.contains(k))
+            .collect();
+        if kernels.is_empty() {
+            kernels = LONG_KERNELS.to_vec();
+        }
+        let kernel = kernels[(self.long_seq % kernels.len() as u64) as usize];
         self.long_seq += 1;
         // Sizes for about 5 to 12 CPU-seconds per task (docs/workload.md), which a
         // container's share of this machine stretches to minutes: long jobs.
@@ -525,5 +537,33 @@ mod tests {
         // Same seed, same jobs.
         let mut again = HibenchTpchMix::new(cluster, "long", "short", 7);
         assert_eq!(again.top_up(Resource::ZERO), big);
+    }
+
+    #[test]
+    fn long_jobs_cycle_through_the_chosen_kernels_only() {
+        let cluster = Resource::new(4 * 16384, 32);
+        let mut mix = HibenchTpchMix::new(cluster, "long", "short", 7);
+        mix.long_kernels = vec![Kernel::Wordcount, Kernel::Kmeans];
+        let kernels: Vec<Kernel> = mix
+            .top_up(Resource::ZERO)
+            .iter()
+            .map(|j| j.spec.kernel)
+            .collect();
+        assert!(kernels.len() >= 3, "{kernels:?}");
+        for (i, k) in kernels.iter().enumerate() {
+            assert_eq!(*k, [Kernel::Wordcount, Kernel::Kmeans][i % 2]);
+        }
+        // Kernels that make no long job are ignored; nothing left means all four.
+        mix.long_kernels = vec![Kernel::Tpch, Kernel::Burn];
+        let kernels: Vec<Kernel> = mix
+            .top_up(Resource::ZERO)
+            .iter()
+            .map(|j| j.spec.kernel)
+            .collect();
+        assert!(
+            kernels.iter().all(|k| LONG_KERNELS.contains(k)),
+            "{kernels:?}"
+        );
+        assert!(kernels.len() >= 3);
     }
 }

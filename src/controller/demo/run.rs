@@ -478,6 +478,7 @@ async fn drive(
             long_job_share: LONG_JOB_SHARE,
             short_scale: config.short_scale,
             long_scale: config.long_scale,
+            long_kernels: config.long_kernels.clone(),
         },
         stop.clone(),
     ));
