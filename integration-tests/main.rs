@@ -16,6 +16,7 @@ mod docker_smoke;
 mod emulator_docker;
 mod emulator_rest;
 mod emulator_support;
+mod operator_scripts;
 mod proxy;
 mod rm_client;
 mod security;

@@ -138,3 +138,63 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `ExecStart` words of a systemd unit, with `${VAR}` filled from its
+    /// `Environment=` lines, as systemd would run them.
+    fn exec_start(unit: &str) -> Vec<String> {
+        let env: Vec<(&str, &str)> = unit
+            .lines()
+            .filter_map(|l| l.strip_prefix("Environment="))
+            .filter_map(|kv| kv.split_once('='))
+            .collect();
+        let line = unit
+            .lines()
+            .find_map(|l| l.strip_prefix("ExecStart="))
+            .expect("the unit has an ExecStart line");
+        line.split_whitespace()
+            .map(|w| {
+                env.iter().fold(w.to_string(), |w, (k, v)| {
+                    w.replace(&format!("${{{k}}}"), v)
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_shipped_systemd_units_start_commands_this_binary_accepts() {
+        let units = [
+            (
+                "agent",
+                include_str!("../deploy/systemd/preemptor-agent.service"),
+            ),
+            (
+                "controller",
+                include_str!("../deploy/systemd/preemptor-controller.service"),
+            ),
+        ];
+        for (name, unit) in units {
+            let mut words = exec_start(unit);
+            assert_eq!(words[0], "/usr/local/bin/preemptor");
+            assert_eq!(words[1], name);
+            assert!(
+                !words.iter().any(|w| w.contains('$')),
+                "{name}: unfilled variable in {words:?}"
+            );
+            words[0] = "preemptor".into();
+            let cli = Cli::try_parse_from(&words)
+                .unwrap_or_else(|e| panic!("{name}: {words:?} does not parse: {e}"));
+            match (name, cli.command) {
+                ("agent", Command::Agent(a)) => {
+                    // Loopback unless the operator sets the cluster-network address.
+                    assert_eq!(a.listen.ip().to_string(), "127.0.0.1");
+                }
+                ("controller", Command::Controller(_)) => {}
+                _ => panic!("{name}: ExecStart runs another subcommand"),
+            }
+        }
+    }
+}

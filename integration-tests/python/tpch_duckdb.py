@@ -2,8 +2,9 @@
 """Checks `preemptor-workload tpch` against an independent engine.
 
 tpchgen-cli (PyPI) writes lineitem.tbl at the given scale, DuckDB (PyPI) loads it with
-TPC-H's column types and runs Q1 and Q6 with the substitution parameters the kernel says
-it used, and every printed value must equal DuckDB's rounded to TPC-H's two decimals.
+TPC-H's column types and runs Q1 and Q6 (the SQL files in deploy/workloads/tpch/) with the
+substitution parameters the kernel says it used, and every printed value must equal
+DuckDB's rounded to TPC-H's two decimals.
 Exits 0 when all answers agree, 1 on any mismatch, 2 when a tool is missing.
 
 Usage: tpch_duckdb.py --workload PATH [--scale 0.01] [--seeds 0 7] [--threads 2]
@@ -14,6 +15,7 @@ import datetime
 import decimal
 import re
 import shutil
+import string
 import subprocess
 import sys
 import tempfile
@@ -50,34 +52,13 @@ LINEITEM_COLUMNS = {
     "l_trailing": "VARCHAR",
 }
 
-# TPC-H 2.4.1 and 2.4.6, with only the substitution parameters left open. Q1's charge is
-# cast to a width DuckDB can multiply exactly (the values are far below 10^14).
-Q1_SQL = """
-select
-    l_returnflag,
-    l_linestatus,
-    sum(l_quantity) as sum_qty,
-    sum(l_extendedprice) as sum_base_price,
-    sum(l_extendedprice * (1 - l_discount)) as sum_disc_price,
-    sum(cast(l_extendedprice * (1 - l_discount) as decimal(18,4)) * (1 + l_tax)) as sum_charge,
-    avg(l_quantity) as avg_qty,
-    avg(l_extendedprice) as avg_price,
-    avg(l_discount) as avg_disc,
-    count(*) as count_order
-from lineitem
-where l_shipdate <= date '1998-12-01' - interval '{delta}' day
-group by l_returnflag, l_linestatus
-order by l_returnflag, l_linestatus
-"""
+# The queries operators run on a real cluster (deploy/workloads/tpch/), so that this check
+# covers the shipped SQL: TPC-H 2.4.1 and 2.4.6 with ${...} substitution parameters.
+SQL_DIR = Path(__file__).resolve().parents[2] / "deploy" / "workloads" / "tpch"
 
-Q6_SQL = """
-select sum(l_extendedprice * l_discount) as revenue
-from lineitem
-where l_shipdate >= date '{date}'
-    and l_shipdate < date '{date}' + interval '1' year
-    and l_discount between {discount} - 0.01 and {discount} + 0.01
-    and l_quantity < {quantity}
-"""
+
+def query_sql(query, **params):
+    return string.Template((SQL_DIR / f"q{query}.sql").read_text()).substitute(params)
 
 
 def two_places(value):
@@ -120,13 +101,13 @@ def run_kernel(workload, query, scale, seed, threads):
 def duckdb_answer(con, query, params):
     if query == 1:
         delta = int(params["delta"])
-        rows = con.execute(Q1_SQL.format(delta=delta)).fetchall()
+        rows = con.execute(query_sql(1, delta=delta)).fetchall()
     else:
         date = datetime.date.fromisoformat(params["date"])
         discount = decimal.Decimal(params["discount"])
         quantity = int(params["quantity"])
         rows = con.execute(
-            Q6_SQL.format(date=date.isoformat(), discount=discount, quantity=quantity)
+            query_sql(6, date=date.isoformat(), discount=discount, quantity=quantity)
         ).fetchall()
     return [[v if isinstance(v, str) else two_places(v) for v in row] for row in rows]
 
