@@ -255,8 +255,14 @@ async fn logs_cli_prints_the_recent_log_and_explains_failures() {
     let dir = tempfile::tempdir().expect("tempdir");
     let good = dir.path().join("token");
     let bad = dir.path().join("bad-token");
+    let open = dir.path().join("open-token");
     std::fs::write(&good, format!("{TOKEN}\n")).expect("token file");
     std::fs::write(&bad, "not-it").expect("token file");
+    std::fs::write(&open, format!("{TOKEN}\n")).expect("token file");
+    for (path, mode) in [(&good, 0o600), (&bad, 0o600), (&open, 0o644)] {
+        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(mode))
+            .expect("chmod");
+    }
     let hub = Hub::new();
     let server = TestServer::start(&api_router(&hub), "127.0.0.1:0").await;
     for n in 1..=3 {
@@ -300,6 +306,13 @@ async fn logs_cli_prints_the_recent_log_and_explains_failures() {
     assert!(!refused.status.success());
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(stderr.contains("refused the token"), "{stderr}");
+
+    // Others may read it: refused before anything is sent, as the controller would.
+    let open = open.to_string_lossy().into_owned();
+    let readable = run_logs_cli(&["--controller", &url, "--token-file", &open]).await;
+    assert!(!readable.status.success());
+    let stderr = String::from_utf8_lossy(&readable.stderr);
+    assert!(stderr.contains("chmod 600"), "{stderr}");
 
     let missing = run_logs_cli(&["--controller", &url]).await;
     assert!(!missing.status.success());

@@ -20,7 +20,8 @@ pub struct LogsArgs {
     /// The controller's API address, e.g. http://rm-host:8090.
     #[arg(long, env = "PREEMPTOR_CONTROLLER")]
     pub controller: String,
-    /// File holding the controller's API token (whitespace trimmed).
+    /// File holding the controller's API token (whitespace trimmed); like the controller,
+    /// refused unless it is a private (`chmod 600`), regular, non-empty file.
     #[arg(long)]
     pub token_file: Option<PathBuf>,
     /// Keep printing new records as they happen; reconnect when the connection drops.
@@ -39,8 +40,8 @@ pub enum Format {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LogsError {
-    #[error("reading the token file {path}: {source}")]
-    TokenFile { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    TokenFile(#[from] crate::config::secret::SecretFileError),
     #[error("bad controller address {0:?}: expected http://host:port (TLS is not supported)")]
     BadAddress(String),
     #[error("building the HTTP client: {0}")]
@@ -324,14 +325,9 @@ fn warn_missed(missed: u64) {
 
 pub async fn logs(args: LogsArgs) -> Result<(), LogsError> {
     let token = match &args.token_file {
+        // The same checks as the controller's own: private, regular, non-empty.
         Some(path) => Some(
-            std::fs::read_to_string(path)
-                .map_err(|source| LogsError::TokenFile {
-                    path: path.clone(),
-                    source,
-                })?
-                .trim()
-                .to_string(),
+            String::from_utf8_lossy(&crate::config::secret::read_token_file(path)?).into_owned(),
         ),
         None => None,
     };
