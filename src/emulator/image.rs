@@ -138,6 +138,10 @@ pub async fn build_workload_image(
         t: Some(tag.to_string()),
         rm: true,
         forcerm: true,
+        // Parallel builds of the same binary would share one cached image; when one
+        // owner removes it, another build that hit the cache fails ("failed to get
+        // digest"). Uncached, each tag is its own image.
+        nocache: true,
         labels: Some([(CREATED_BY_LABEL.to_string(), "preemptor".to_string())].into()),
         ..Default::default()
     };
