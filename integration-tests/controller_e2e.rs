@@ -491,3 +491,198 @@ async fn sigterm_makes_the_controller_binary_resume_everything_and_exit() {
     );
     stop(cluster).await;
 }
+
+/// A TCP link to the agent that the test can cut (connections refused and open ones
+/// dropped) and restore on the same port: a network partition between controller and
+/// agent, with both processes alive.
+struct Link {
+    port: u16,
+    target: std::net::SocketAddr,
+    accept: Option<tokio::task::JoinHandle<()>>,
+    open: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Link {
+    async fn start(target: std::net::SocketAddr) -> Link {
+        let mut link = Link {
+            port: 0,
+            target,
+            accept: None,
+            open: Default::default(),
+        };
+        link.restore().await;
+        link
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    async fn restore(&mut self) {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", self.port))
+            .await
+            .expect("bind the link");
+        self.port = listener.local_addr().expect("link address").port();
+        let (target, open) = (self.target, self.open.clone());
+        self.accept = Some(tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let task = tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                open.lock().unwrap_or_else(|e| e.into_inner()).push(task);
+            }
+        }));
+    }
+
+    fn cut(&mut self) {
+        if let Some(a) = self.accept.take() {
+            a.abort();
+        }
+        for t in self
+            .open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            t.abort();
+        }
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.cut();
+    }
+}
+
+fn raised(c: &Cluster) -> bool {
+    c.h().inspect(|s| {
+        s.nodes
+            .iter()
+            .any(|n| n.total.memory_mb > n.capacity.memory_mb)
+    })
+}
+
+/// An agent cut off from the controller keeps what it changed until its lease runs
+/// out, so the controller keeps standing on the agent's last report: the node's
+/// reclaimed room stays advertised instead of being given back while the container is
+/// still suspended. At lease expiry the agent resumes everything; the controller then
+/// gives the room back. Once the link returns, the controller reconciles from the
+/// agent's report: nothing is applied twice and no action fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_cut_off_resumes_at_lease_expiry_and_the_controller_reconciles_after() {
+    let test = "an_agent_cut_off_resumes_at_lease_expiry_and_the_controller_reconciles_after";
+    let Some(cluster) = long_jobs_fill_the_cluster(test).await else {
+        return;
+    };
+    let agent_addr: std::net::SocketAddr = cluster
+        .agent
+        .url
+        .trim_start_matches("http://")
+        .parse()
+        .expect("agent address");
+    let mut link = Link::start(agent_addr).await;
+    let lease = Duration::from_secs(6);
+    let mut config = cluster.controller_config(lease.as_millis() as u64);
+    config.settings.agent.addresses = vec![("127.0.0.1".into(), link.url())];
+    config.settings.agent.request_timeout_ms = 2000;
+    let controller = start(config).await.expect("controller starts");
+    let mut events = controller.hub().subscribe();
+    let proxy = controller.proxy_url().expect("proxy on");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    submit(
+        &proxy,
+        "tpch-q1",
+        "short",
+        &short_spec(),
+        Resource::new(448, 1),
+    )
+    .await;
+    wait_for_more_throttled(&cluster, 0, Duration::from_secs(20)).await;
+    let t = Instant::now();
+    while !raised(&cluster) {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the reclaimed room was never advertised"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    link.cut();
+    let cut = Instant::now();
+    // Within the lease, the agent keeps the container suspended and the controller keeps
+    // the room advertised.
+    while cut.elapsed() < lease * 2 / 3 - Duration::from_millis(500) {
+        assert!(
+            !cluster.throttled().is_empty(),
+            "resumed {:?} after the cut, within the lease",
+            cut.elapsed()
+        );
+        if !raised(&cluster) {
+            let mut log = Vec::new();
+            while let Ok(e) = events.try_recv() {
+                log.push(format!("{e:?}"));
+            }
+            panic!(
+                "the room was given back {:?} after the cut, while the container was still suspended; events: {log:#?}",
+                cut.elapsed()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // At lease expiry the agent resumes everything by itself ...
+    while !cluster.throttled().is_empty() {
+        assert!(
+            cut.elapsed() < lease + Duration::from_secs(10),
+            "still throttled {:?} after the cut: {:?}",
+            cut.elapsed(),
+            cluster.throttled()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let resumed = cut.elapsed();
+    assert_all_original(&cluster);
+    // ... and the controller stops standing in for it and gives the room back.
+    while raised(&cluster) {
+        assert!(
+            cut.elapsed() < lease + Duration::from_secs(15),
+            "capacity still raised {:?} after the cut",
+            cut.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    println!(
+        "cut off: agent resumed everything {:.1} s after the cut, capacity back {:.1} s after (lease {lease:?})",
+        resumed.as_secs_f64(),
+        cut.elapsed().as_secs_f64()
+    );
+
+    while events.try_recv().is_ok() {}
+    link.restore().await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let mut after = Vec::new();
+    while let Ok(e) = events.try_recv() {
+        if let ControllerEvent::Action(a) = e {
+            after.push(a);
+        }
+    }
+    for a in &after {
+        assert_eq!(a.outcome, Outcome::Applied, "after reconnection: {a:?}");
+    }
+    // Anything throttled now was throttled anew, by an action logged after reconnection.
+    for id in cluster.throttled() {
+        assert!(
+            after.iter().any(|a| a.action == "suspend"
+                && a.container.as_deref() == Some(id.to_string().as_str())),
+            "{id} is throttled without a new suspension: {after:?}"
+        );
+    }
+    let status = controller.hub().status();
+    assert!(status.nodes.iter().all(|n| n.agent_reachable), "{status:?}");
+    controller.shutdown(false).await.expect("shutdown");
+    assert_all_original(&cluster);
+    drop(link);
+    stop(cluster).await;
+}

@@ -419,8 +419,9 @@ struct Loop {
     event_tx: mpsc::Sender<Instant>,
     cancel: CancellationToken,
     tracker: TaskTracker,
-    /// The agents' latest reports, for shutdown.
-    last_statuses: HashMap<String, Vec<ContainerStatus>>,
+    /// Each agent's latest report and when it came: for shutdown, and to stand in for an
+    /// agent that stops answering until its lease has run out.
+    last_statuses: HashMap<String, (Vec<ContainerStatus>, Instant)>,
     _sub_tx: mpsc::Sender<SubmissionSeen>,
 }
 
@@ -581,22 +582,39 @@ impl Loop {
         let reports = join_all(list.iter().map(|a| actuator.containers(a))).await;
         let mut statuses: HashMap<ContainerId, ContainerStatus> = HashMap::new();
         let mut unreachable: HashSet<String> = HashSet::new();
-        self.last_statuses.clear();
         for (agent, r) in list.iter().zip(reports) {
             match r {
                 Ok(l) => {
                     for s in &l {
                         statuses.insert(s.container, s.clone());
                     }
-                    self.last_statuses.insert(agent.clone(), l);
+                    self.last_statuses
+                        .insert(agent.clone(), (l, Instant::now()));
                 }
                 Err(e) => {
                     self.hub
                         .warn(now, format!("agent {agent} unreachable: {e}"));
                     unreachable.insert(agent.clone());
+                    // Until its lease runs out the agent keeps what it changed, so its
+                    // last report stands: a suspended container still frees room, and
+                    // the node's advertised capacity is not given back early. Leases
+                    // are renewed every third of `ttl`, so the agent resumes everything
+                    // between 2/3 and 1 `ttl` after its last report: stand in until the
+                    // earliest.
+                    match self.last_statuses.get(agent) {
+                        Some((l, at)) if at.elapsed() < ttl * 2 / 3 => {
+                            for s in l {
+                                statuses.insert(s.container, s.clone());
+                            }
+                        }
+                        _ => {
+                            self.last_statuses.remove(agent);
+                        }
+                    }
                 }
             }
         }
+        self.last_statuses.retain(|a, _| distinct.contains(a));
 
         let inputs = view::Inputs {
             queues: &self.queues,
@@ -645,7 +663,22 @@ impl Loop {
             .executor
             .execute(&view, &plan, trigger, &mut self.memory)
             .await;
-
+        // The reports above predate this tick's actions: fold in what the agents answered,
+        // so that a report standing in for an agent that stops answering holds what was
+        // just applied.
+        for (agent, result) in &done.applied {
+            if let Some((list, _)) = self.last_statuses.get_mut(agent)
+                && let Some(st) = list.iter_mut().find(|s| s.container == result.container)
+            {
+                st.state = result.state;
+                st.limits = result.limits;
+                st.changed = matches!(
+                    result.state,
+                    ContainerState::Suspended | ContainerState::Shrunk
+                );
+                st.running = result.state != ContainerState::Killed;
+            }
+        }
         let held = reclaimed(&view);
         if let Some(secs) = held_for {
             self.hub.add_reclaimed(reclaimed_limits(&view), secs);
@@ -800,7 +833,9 @@ impl Loop {
                 Err(e) => {
                     // Fall back on the last report; the lease covers the rest.
                     report.failed.push(format!("listing {agent}: {e}"));
-                    self.last_statuses.get(agent).cloned().unwrap_or_default()
+                    (self.last_statuses.get(agent))
+                        .map(|(l, _)| l.clone())
+                        .unwrap_or_default()
                 }
             };
             for s in list.into_iter().filter(|s| s.changed && s.running) {

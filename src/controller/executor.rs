@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use super::agents::Actuator;
 use super::hub::{ActionRecord, Hub, Outcome};
 use super::view::{Memory, SHORT_PARTITION_LABEL};
-use crate::agent::api::{Action as AgentAction, ActionRequest};
+use crate::agent::api::{Action as AgentAction, ActionRequest, ActionResult};
 use crate::cluster::{ClusterView, ContainerId, NodeId, Partition};
 use crate::policy::{Action, ActionKind, Plan};
 use crate::resources::{Limits, Resource};
@@ -62,11 +62,13 @@ struct Pending {
     ticks: u32,
 }
 
-/// Counts of one tick's actions.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Counts of one tick's actions, and what the agents answered to the ones applied.
+#[derive(Clone, Debug, Default)]
 pub struct Executed {
     pub actions: usize,
     pub failed: usize,
+    /// Each applied container action's result, with the agent that applied it.
+    pub applied: Vec<(String, ActionResult)>,
 }
 
 pub struct Executor {
@@ -127,7 +129,7 @@ impl Executor {
             }
             return Executed {
                 actions: plan.observed.len(),
-                failed: 0,
+                ..Executed::default()
             };
         }
         let mut actions: Vec<Action> = Vec::new();
@@ -177,11 +179,17 @@ impl Executor {
                 let r = this.container_call(&agent, view, &a).await;
                 out.push((a, r));
             }
-            out
+            (agent, out)
         }))
         .await;
-        let mut container_results: Vec<(Action, Result<(), String>)> =
-            groups.into_iter().flatten().collect();
+        let mut applied = Vec::new();
+        let mut container_results: Vec<(Action, Result<(), String>)> = Vec::new();
+        for (agent, out) in groups {
+            for (a, r) in out {
+                let r = r.map(|result| applied.push((agent.clone(), result)));
+                container_results.push((a, r));
+            }
+        }
         for a in no_agent {
             let r = match &a.kind {
                 ActionKind::Kill { container } => self.rm_kill(container).await,
@@ -209,7 +217,10 @@ impl Executor {
             results.push((a, r));
         }
 
-        let mut done = Executed::default();
+        let mut done = Executed {
+            applied,
+            ..Executed::default()
+        };
         for (a, r) in results {
             done.actions += 1;
             match r {
@@ -232,7 +243,7 @@ impl Executor {
         agent: &str,
         view: &ClusterView,
         a: &Action,
-    ) -> Result<(), String> {
+    ) -> Result<ActionResult, String> {
         let Some(id) = a.kind.container() else {
             return Err("not a container action".into());
         };
@@ -275,7 +286,7 @@ impl Executor {
             match tokio::time::timeout(self.call_timeout, self.actuator.act(agent, req.clone()))
                 .await
             {
-                Ok(Ok(_)) => return Ok(()),
+                Ok(Ok(result)) => return Ok(result),
                 Ok(Err(e)) => last = e,
                 Err(_) => {
                     last = format!(
@@ -449,7 +460,7 @@ mod tests {
     use futures_util::future::BoxFuture;
 
     use super::*;
-    use crate::agent::api::{ActionKind as AgentKind, ActionResult, ContainerStatus};
+    use crate::agent::api::{ActionKind as AgentKind, ContainerStatus};
     use crate::cluster::builder::ClusterBuilder;
     use crate::cluster::{ContainerState, JobClass, PolicyKind};
     use crate::config::settings::{PolicySettings, RmSettings};
