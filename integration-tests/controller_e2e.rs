@@ -492,9 +492,10 @@ async fn sigterm_makes_the_controller_binary_resume_everything_and_exit() {
     stop(cluster).await;
 }
 
-/// A TCP link to the agent that the test can cut (connections refused and open ones
-/// dropped) and restore on the same port: a network partition between controller and
-/// agent, with both processes alive.
+/// A TCP link to a server (an agent, the RM) that the test can cut (connections refused,
+/// open ones dropped), turn into a server that answers every request with a 500, and
+/// restore, all on the same port: a network partition or a failing server, with both
+/// processes alive.
 struct Link {
     port: u16,
     target: std::net::SocketAddr,
@@ -518,11 +519,21 @@ impl Link {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    async fn restore(&mut self) {
+    async fn listen(&mut self) -> tokio::net::TcpListener {
+        self.cut();
+        // The old listener must be gone before its port is bound again.
+        if let Some(a) = self.accept.take() {
+            let _ = a.await;
+        }
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", self.port))
             .await
             .expect("bind the link");
         self.port = listener.local_addr().expect("link address").port();
+        listener
+    }
+
+    async fn restore(&mut self) {
+        let listener = self.listen().await;
         let (target, open) = (self.target, self.open.clone());
         self.accept = Some(tokio::spawn(async move {
             while let Ok((mut inbound, _)) = listener.accept().await {
@@ -536,8 +547,37 @@ impl Link {
         }));
     }
 
+    /// Every request gets `500 Internal Server Error`, as from a failing RM.
+    async fn fail_with_500(&mut self) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = self.listen().await;
+        let open = self.open.clone();
+        self.accept = Some(tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let task = tokio::spawn(async move {
+                    let mut buf = vec![0u8; 64 * 1024];
+                    // One answer per request head read; enough for small GETs and POSTs.
+                    while let Ok(n) = inbound.read(&mut buf).await {
+                        if n == 0 {
+                            return;
+                        }
+                        let body = r#"{"RemoteException":{"exception":"WebApplicationException","message":"injected failure","javaClassName":"javax.ws.rs.WebApplicationException"}}"#;
+                        let reply = format!(
+                            "HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if inbound.write_all(reply.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+                open.lock().unwrap_or_else(|e| e.into_inner()).push(task);
+            }
+        }));
+    }
+
     fn cut(&mut self) {
-        if let Some(a) = self.accept.take() {
+        if let Some(a) = &self.accept {
             a.abort();
         }
         for t in self
@@ -681,6 +721,106 @@ async fn an_agent_cut_off_resumes_at_lease_expiry_and_the_controller_reconciles_
     }
     let status = controller.hub().status();
     assert!(status.nodes.iter().all(|n| n.agent_reachable), "{status:?}");
+    controller.shutdown(false).await.expect("shutdown");
+    assert_all_original(&cluster);
+    drop(link);
+    stop(cluster).await;
+}
+
+/// An RM that answers every request with a 500 for three lease timeouts: the controller
+/// starts no preemption, says why, and keeps the agents' leases, so the suspended
+/// container stays suspended. When the RM answers again the controller recovers by
+/// itself and acts again: the short job leaves and the long container is resumed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rm_answering_500s_stops_new_preemptions_keeps_leases_and_the_controller_recovers() {
+    let test =
+        "an_rm_answering_500s_stops_new_preemptions_keeps_leases_and_the_controller_recovers";
+    let Some(cluster) = long_jobs_fill_the_cluster(test).await else {
+        return;
+    };
+    let rm_addr: std::net::SocketAddr = cluster
+        .h()
+        .rm_url()
+        .trim_start_matches("http://")
+        .parse()
+        .expect("RM address");
+    let mut link = Link::start(rm_addr).await;
+    let lease = Duration::from_secs(3);
+    let mut config = cluster.controller_config(lease.as_millis() as u64);
+    let direct = config.settings.rm.clone();
+    config.settings.rm.addresses = vec![link.url()];
+    let controller = start(config).await.expect("controller starts");
+    let mut events = controller.hub().subscribe();
+    let proxy = controller.proxy_url().expect("proxy on");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let app: ApplicationId = submit(
+        &proxy,
+        "tpch-q6",
+        "short",
+        &short_spec(),
+        Resource::new(448, 1),
+    )
+    .await
+    .parse()
+    .expect("application id");
+    wait_for_more_throttled(&cluster, 0, Duration::from_secs(20)).await;
+    wait_short_running(&cluster, app).await;
+    let throttled = cluster.throttled();
+
+    link.fail_with_500().await;
+    while events.try_recv().is_ok() {}
+    let failing = Instant::now();
+    while failing.elapsed() < lease * 3 {
+        assert_eq!(
+            cluster.throttled(),
+            throttled,
+            "{:?} into the RM outage the suspended containers changed (lease lost?)",
+            failing.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut warnings = Vec::new();
+    while let Ok(e) = events.try_recv() {
+        match e {
+            ControllerEvent::Action(a) => panic!("acted while the RM failed: {a:?}"),
+            ControllerEvent::Warning { message, .. } => warnings.push(message),
+            _ => {}
+        }
+    }
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("ResourceManager unreachable") && w.contains("500")),
+        "{warnings:?}"
+    );
+    assert!(!controller.hub().status().rm_reachable);
+
+    link.restore().await;
+    let back = Instant::now();
+    while !controller.hub().status().rm_reachable {
+        assert!(
+            back.elapsed() < Duration::from_secs(10),
+            "the controller did not see the RM again"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Acting again: once the short job leaves, the long containers are resumed.
+    let rm = preemptor::yarn::RmClient::new(&direct).expect("rm client");
+    rm.kill_app(&app).await.expect("kill the short job");
+    while !cluster.throttled().is_empty() {
+        assert!(
+            back.elapsed() < Duration::from_secs(30),
+            "not resumed after the RM came back: {:?}",
+            cluster.throttled()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    println!(
+        "RM failing for {:?}: {} warnings, nothing acted on, leases kept; resumed {:.1} s after it came back",
+        lease * 3,
+        warnings.len(),
+        back.elapsed().as_secs_f64()
+    );
     controller.shutdown(false).await.expect("shutdown");
     assert_all_original(&cluster);
     drop(link);
