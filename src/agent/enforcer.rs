@@ -968,7 +968,9 @@ impl Enforcer {
             if kind == ActionKind::Suspend {
                 // A throttled container cannot fight back: all at once. Whatever is left
                 // (EBUSY, Docker's view on the Docker path) goes through the steps below.
-                let (pageout_ms, written, busy) = self.reclaim_for_suspend(id, dirs, want).await;
+                let (pageout_ms, written, busy) = self
+                    .reclaim_for_suspend(id, dirs, want, out.memory_before)
+                    .await;
                 out.timings.pageout_ms = pageout_ms;
                 fast = (written, u32::from(busy));
             } else if self.settings.proactive_reclaim {
@@ -996,11 +998,14 @@ impl Enforcer {
         id: ContainerId,
         dirs: &CgroupDirs,
         want: &RealTarget,
+        usage: Option<u64>,
     ) -> (f64, bool, bool) {
+        // Nothing to page out when the usage already fits (or is unknown: the write copes).
+        let over = matches!((usage, want.cgroup.memory_bytes), (Some(u), Some(t)) if u > t);
         let r = super::reclaim::reclaim_for_suspend(
             dirs.clone(),
             want.cgroup,
-            self.settings.proactive_reclaim,
+            self.settings.proactive_reclaim && over,
             self.metrics.clone(),
         )
         .await;
