@@ -6,6 +6,13 @@
 //!    interleaved in the same run, plus the API's own response time.
 //! 2. The real agent binary's VmRSS/VmHWM with 50 YARN containers listed, suspended and
 //!    resumed.
+//! 3. Memory reclamation of a suspend, seconds per GB: a container touching a 256 MB
+//!    working set, CPU-throttled, cut to 64 MB with a swap file present. The previous way
+//!    (whole-address-space page-out on a normal thread, then stepped limit writes) and the
+//!    agent's way (resident-only page-out and one limit write from a SCHED_FIFO thread)
+//!    alternate in the same run, on an idle host and with busy-loop threads competing.
+//!
+//! `cargo bench --bench agent -- reclaim` runs only 3.
 //!
 //! It shares the integration tests' support code, whose guards remove every image,
 //! container, agent process and temp dir it creates, also when it fails.
@@ -25,12 +32,15 @@ use std::time::{Duration, Instant};
 use bollard::Docker;
 use preemptor::agent::AgentClient;
 use preemptor::agent::cgroup::CgroupDirs;
-use preemptor::agent::writer::WritePath;
+use preemptor::agent::limits::{CgroupLimits, DockerLimits, OriginalLimits, RealTarget};
+use preemptor::agent::metrics::Metrics;
+use preemptor::agent::reclaim;
+use preemptor::agent::writer::{LimitWriter, WritePath, WriteTarget};
 use preemptor::resources::{Limits, Resource};
 
 use agent_support::{
-    ChildAgent, CpuLimit, TOKEN, TestContainer, cgroup_dirs, run_container, start_agent,
-    unique_cluster_ts,
+    ChildAgent, CpuLimit, SwapFile, TOKEN, TestContainer, cgroup_dirs, run_container, start_agent,
+    unique_cluster_ts, working_set_container,
 };
 use common::{TestImage, docker_or_skip};
 
@@ -296,6 +306,211 @@ async fn rss(docker: &Docker, image: &TestImage) -> BenchResult<()> {
     Ok(())
 }
 
+const RECLAIM_ROUNDS: usize = 5;
+const SUSPENDED_MEMORY: u64 = 64 << 20;
+
+/// The previous suspend: page out the whole private address space from a blocking-pool
+/// thread, then write the limit, stepping halfway down on each EBUSY.
+async fn reclaim_old(w: &LimitWriter, dirs: &CgroupDirs, want: CgroupLimits) -> BenchResult<()> {
+    let dir = dirs.memory.clone();
+    tokio::task::spawn_blocking(move || reclaim::page_out(&dir, None))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    step_down(w, dirs, want).await
+}
+
+/// The agent's suspend today: one real-time page-out and write; the steps only on EBUSY.
+async fn reclaim_new(
+    w: &LimitWriter,
+    dirs: &CgroupDirs,
+    want: CgroupLimits,
+    metrics: Arc<Metrics>,
+) -> BenchResult<bool> {
+    let r = reclaim::reclaim_for_suspend(dirs.clone(), want, true, metrics)
+        .await
+        .map_err(|e| e.to_string())?;
+    if r.write.is_err() {
+        step_down(w, dirs, want).await?;
+    }
+    if let Some(Ok(p)) = &r.page_out {
+        eprintln!(
+            "         page-out {:.1} ms, then the write {:.1} ms",
+            p.elapsed.as_secs_f64() * 1000.0,
+            r.elapsed.saturating_sub(p.elapsed).as_secs_f64() * 1000.0
+        );
+    }
+    Ok(r.realtime)
+}
+
+async fn step_down(w: &LimitWriter, dirs: &CgroupDirs, want: CgroupLimits) -> BenchResult<()> {
+    let target = want.memory_bytes.ok_or("no memory target")?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut attempt = target;
+    let mut reached = dirs
+        .read_memory_limits()
+        .map_err(|e| e.to_string())?
+        .memory
+        .unwrap_or(u64::MAX);
+    loop {
+        let mut level = want;
+        level.memory_bytes = Some(attempt);
+        level.memory_high_bytes = want.memory_high_bytes.map(|_| attempt);
+        match w.set_memory_direct(dirs, &level) {
+            Ok(_) if attempt == target => return Ok(()),
+            Ok(_) => {
+                reached = attempt;
+                attempt = target;
+            }
+            Err(e) if e.is_busy() && Instant::now() < deadline => {
+                let mid = (attempt / 2 + reached / 2) >> 20 << 20;
+                if mid > attempt && mid < reached {
+                    attempt = mid;
+                } else {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+async fn restore(w: &LimitWriter, dirs: &CgroupDirs, original: &RealTarget) -> BenchResult<()> {
+    w.set_memory_direct(dirs, &original.cgroup)
+        .map_err(|e| e.to_string())?;
+    let t = WriteTarget {
+        docker_id: "",
+        dirs,
+        path: WritePath::Direct,
+        docker_now: &DockerLimits::default(),
+    };
+    w.set_cpu(&t, original).await.map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+fn usage(dirs: &CgroupDirs) -> BenchResult<u64> {
+    dirs.sample()
+        .map(|s| s.memory_usage_bytes)
+        .map_err(|e| e.to_string())
+}
+
+/// Seconds per GB of each way over `RECLAIM_ROUNDS` alternating rounds each.
+async fn reclaim_rounds(
+    dirs: &CgroupDirs,
+    original: &RealTarget,
+    metrics: &Arc<Metrics>,
+) -> BenchResult<[Vec<f64>; 2]> {
+    let w = LimitWriter::new(None, metrics.clone());
+    let mut throttled = *original;
+    throttled.cgroup.cpu_quota_us = Some(1000);
+    let mut want = original.cgroup;
+    want.memory_bytes = Some(SUSPENDED_MEMORY);
+    want.memory_high_bytes = want.memory_high_bytes.map(|_| SUSPENDED_MEMORY);
+    let mut out = [Vec::new(), Vec::new()];
+    let t = WriteTarget {
+        docker_id: "",
+        dirs,
+        path: WritePath::Direct,
+        docker_now: &DockerLimits::default(),
+    };
+    for round in 0..RECLAIM_ROUNDS * 2 {
+        let new = round % 2 == 1;
+        restore(&w, dirs, original).await?;
+        // The burner faults its working set back in.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while usage(dirs)? < 250 << 20 {
+            if Instant::now() > deadline {
+                return Err("the working set did not come back within 120 s".into());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        w.set_cpu(&t, &throttled).await.map_err(|e| e.to_string())?;
+        // A few periods, so the throttle is in force as after a real suspend's wait.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let before = usage(dirs)?;
+        let t0 = Instant::now();
+        let realtime = if new {
+            reclaim_new(&w, dirs, want, metrics.clone()).await?
+        } else {
+            reclaim_old(&w, dirs, want).await?;
+            false
+        };
+        let took = t0.elapsed().as_secs_f64();
+        let after = usage(dirs)?;
+        let gb = before.saturating_sub(after) as f64 / (1u64 << 30) as f64;
+        if gb <= 0.0 {
+            return Err(format!("nothing reclaimed ({before} -> {after} bytes)"));
+        }
+        eprintln!(
+            "    {:<4} {:>4.0} MB in {:>6.1} ms = {:.2} s/GB{}",
+            if new { "new" } else { "old" },
+            gb * 1024.0,
+            took * 1000.0,
+            took / gb,
+            if realtime { " (SCHED_FIFO)" } else { "" }
+        );
+        out[usize::from(new)].push(took / gb);
+    }
+    restore(&w, dirs, original).await?;
+    Ok(out)
+}
+
+async fn reclaim_speed(docker: &Docker) -> BenchResult<()> {
+    let swap = SwapFile::create(1024)?;
+    let ws = working_set_container(docker, "preemptor-agent-bench-mem", 0).await;
+    let dirs = ws.dirs.clone();
+    let original = RealTarget::original(&OriginalLimits {
+        version: dirs.version,
+        docker: DockerLimits::default(),
+        cgroup: dirs.read_limits().map_err(|e| e.to_string())?,
+    });
+    let metrics = Arc::new(Metrics::new());
+    println!(
+        "\nMemory reclaim of a suspend (256 MB working set -> 64 MB, swap file), s per GB, {RECLAIM_ROUNDS} rounds each:"
+    );
+    println!(
+        "  {:<34} {:>8} {:>8} {:>8} {:>8}",
+        "", "old min", "old med", "new min", "new med"
+    );
+    for spinners in [0usize, 4] {
+        eprintln!("  with {spinners} busy-loop threads:");
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads: Vec<_> = (0..spinners)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        let r = reclaim_rounds(&dirs, &original, &metrics).await;
+        stop.store(true, Ordering::Relaxed);
+        for t in threads {
+            let _ = t.join();
+        }
+        let [mut old, mut new] = r?;
+        old.sort_by(f64::total_cmp);
+        new.sort_by(f64::total_cmp);
+        let med = |v: &[f64]| v.get(v.len() / 2).copied().unwrap_or(f64::NAN);
+        let min = |v: &[f64]| v.first().copied().unwrap_or(f64::NAN);
+        println!(
+            "  {:<34} {:>8.2} {:>8.2} {:>8.2} {:>8.2}   old/new median {:.1}x; target < 1 s/GB -> {}",
+            format!("{spinners} busy-loop threads competing"),
+            min(&old),
+            med(&old),
+            min(&new),
+            med(&new),
+            med(&old) / med(&new),
+            if med(&new) < 1.0 { "met" } else { "NOT met" }
+        );
+    }
+    drop(ws);
+    drop(swap);
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -311,12 +526,17 @@ fn main() -> ExitCode {
         let docker = docker_or_skip("agent benchmark")
             .await
             .ok_or("this benchmark needs a Docker daemon")?;
+        if std::env::args().any(|a| a == "reclaim") {
+            return reclaim_speed(&docker).await;
+        }
         let image = TestImage::build(&docker, "preemptor-agent-bench").await;
         eprintln!(
-            "agent benchmark: {OPS} operations per path, then RSS with {RSS_CONTAINERS} containers"
+            "agent benchmark: {OPS} operations per path, then RSS with {RSS_CONTAINERS} containers, then memory reclaim"
         );
         latency(&docker, &image).await?;
-        rss(&docker, &image).await
+        rss(&docker, &image).await?;
+        drop(image);
+        reclaim_speed(&docker).await
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

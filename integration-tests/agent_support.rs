@@ -319,18 +319,52 @@ impl Drop for ChildAgent {
     }
 }
 
+/// Swap, the disk and the kernel's reclaim are the host's: one swap-using test at a time
+/// (across test processes too), so that one test's reclaim I/O cannot decide whether
+/// another's thrashing container is OOM-killed. The lock is an abstract unix socket:
+/// released when closed, also if the process dies, and it leaves no file behind.
+struct SwapLock {
+    _socket: std::os::unix::net::UnixListener,
+}
+
+impl SwapLock {
+    fn acquire() -> Result<SwapLock, String> {
+        use std::os::linux::net::SocketAddrExt;
+        use std::os::unix::net::{SocketAddr, UnixListener};
+        let addr = SocketAddr::from_abstract_name(b"preemptor-test-swap-lock")
+            .map_err(|e| format!("swap lock address: {e}"))?;
+        let deadline = Instant::now() + Duration::from_secs(600);
+        loop {
+            match UnixListener::bind_addr(&addr) {
+                Ok(socket) => return Ok(SwapLock { _socket: socket }),
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => return Err(format!("waiting for the other swap-using test: {e}")),
+            }
+        }
+    }
+}
+
 /// A swap file made with fallocate/mkswap/swapon, swapped off and removed when dropped.
+/// Only one exists at a time (see [`SwapLock`]).
 pub struct SwapFile {
     path: PathBuf,
     active: bool,
+    // Dropped after `Drop::drop` has swapped off and removed the file.
+    _lock: SwapLock,
 }
 
 impl SwapFile {
     pub fn create(size_mb: u64) -> Result<SwapFile, String> {
+        let lock = SwapLock::acquire()?;
         let path = PathBuf::from(format!("/var/tmp/{}.swap", unique_name("preemptor-test")));
         let mut swap = SwapFile {
             path,
             active: false,
+            _lock: lock,
         };
         let p = swap.path.to_string_lossy().to_string();
         let run = |cmd: &str, args: &[&str]| -> Result<(), String> {

@@ -47,6 +47,10 @@ impl CgroupError {
         matches!(self, CgroupError::Vanished { .. })
     }
 
+    pub fn is_busy(&self) -> bool {
+        matches!(self, CgroupError::Busy { .. })
+    }
+
     fn from_read(path: &Path, e: io::Error) -> CgroupError {
         if is_gone(&e) {
             CgroupError::Vanished {

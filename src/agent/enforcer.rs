@@ -4,8 +4,10 @@
 //! Every action on a container runs under that container's lock. Before a limit changes,
 //! the container's original limits and the action are written to the state store; after,
 //! the outcome. Narrowing goes CPU first (a task that keeps dirtying memory cannot be
-//! reclaimed quickly), waits until cpu.stat shows the throttle, then steps memory down,
-//! retrying "device or resource busy" with smaller steps. Widening goes memory first.
+//! reclaimed quickly), waits until cpu.stat shows the throttle, then lowers memory: a
+//! suspend in one real-time page-out and write ([`super::reclaim::reclaim_for_suspend`]),
+//! a shrink gradually; both retry "device or resource busy" with smaller steps. Widening
+//! goes memory first.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -962,23 +964,84 @@ impl Enforcer {
         if memory_narrows {
             let t0 = Instant::now();
             out.memory_before = dirs.sample().ok().map(|s| s.memory_usage_bytes);
-            if self.settings.proactive_reclaim {
+            let mut fast = (false, 0);
+            if kind == ActionKind::Suspend {
+                // A throttled container cannot fight back: all at once. Whatever is left
+                // (EBUSY, Docker's view on the Docker path) goes through the steps below.
+                let (pageout_ms, written, busy) = self
+                    .reclaim_for_suspend(id, dirs, want, out.memory_before)
+                    .await;
+                out.timings.pageout_ms = pageout_ms;
+                fast = (written, u32::from(busy));
+            } else if self.settings.proactive_reclaim {
+                // A shrunk container keeps running: gradual steps, never more than asked.
                 out.timings.pageout_ms =
                     self.page_out(id, kind, dirs, want, out.memory_before).await;
             }
             let (written, retries) = self
                 .step_memory_down(id, insp, dirs, path, want, current, &mut docker_now)
                 .await?;
-            out.changed |= written;
-            out.busy_retries = retries;
+            out.changed |= written || fast.0;
+            out.busy_retries = retries + fast.1;
             out.memory_after = dirs.sample().ok().map(|s| s.memory_usage_bytes);
             out.timings.memory_ms += ms(t0.elapsed());
         }
         Ok(out)
     }
 
-    /// Proactive reclaim ahead of the limit write: everything for a suspend, the amount to
-    /// give up for a shrink. Failures only cost speed, so they are logged, not returned.
+    /// A suspend's memory cut from one real-time thread: page out what is resident, then
+    /// one direct limit write (see [`super::reclaim::reclaim_for_suspend`]). Returns
+    /// (page-out ms, written, refused with EBUSY). Failures only cost speed: the stepped
+    /// writes that follow do the rest, so they are logged, not returned.
+    async fn reclaim_for_suspend(
+        &self,
+        id: ContainerId,
+        dirs: &CgroupDirs,
+        want: &RealTarget,
+        usage: Option<u64>,
+    ) -> (f64, bool, bool) {
+        // Nothing to page out when the usage already fits (or is unknown: the write copes).
+        let over = matches!((usage, want.cgroup.memory_bytes), (Some(u), Some(t)) if u > t);
+        let r = super::reclaim::reclaim_for_suspend(
+            dirs.clone(),
+            want.cgroup,
+            self.settings.proactive_reclaim && over,
+            self.metrics.clone(),
+        )
+        .await;
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(container = %id, error = %e, "no one-step reclaim; stepping down");
+                return (0.0, false, false);
+            }
+        };
+        let pageout_ms = match &r.page_out {
+            Some(Ok(p)) => {
+                tracing::debug!(container = %id, processes = p.processes, resident_mb = p.advised_bytes / MIB, realtime = r.realtime, "paged out before lowering memory");
+                ms(p.elapsed)
+            }
+            Some(Err(e)) => {
+                tracing::info!(container = %id, error = %e, "no proactive reclaim; the limit write reclaims alone");
+                0.0
+            }
+            None => 0.0,
+        };
+        match r.write {
+            Ok(o) => (pageout_ms, o == Outcome::Written, false),
+            Err(e) => {
+                let busy = e.is_busy();
+                if busy {
+                    self.metrics.inc(metrics::MEMORY_BUSY_RETRIES, &[]);
+                }
+                tracing::debug!(container = %id, error = %e, took_ms = ms(r.elapsed), "one-step memory write refused; stepping down");
+                (pageout_ms, false, busy)
+            }
+        }
+    }
+
+    /// Proactive reclaim ahead of a shrink's limit write: the amount to give up. Failures
+    /// only cost speed, so they are logged, not returned.
     async fn page_out(
         &self,
         id: ContainerId,
@@ -993,7 +1056,7 @@ impl Enforcer {
         if usage <= target {
             return 0.0;
         }
-        let budget = (kind != ActionKind::Suspend).then(|| usage - target);
+        let budget = (kind != ActionKind::Suspend).then_some(usage - target);
         let dir = dirs.memory.clone();
         let started = Instant::now();
         match tokio::task::spawn_blocking(move || super::reclaim::page_out(&dir, budget)).await {

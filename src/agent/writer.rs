@@ -63,7 +63,7 @@ pub enum WriteError {
 impl WriteError {
     pub fn is_busy(&self) -> bool {
         match self {
-            WriteError::Cgroup(CgroupError::Busy { .. }) => true,
+            WriteError::Cgroup(c) => c.is_busy(),
             WriteError::Docker(d) => d.is_busy(),
             _ => false,
         }
@@ -306,22 +306,7 @@ impl LimitWriter {
         want: &RealTarget,
     ) -> Result<Outcome, WriteError> {
         match t.path {
-            WritePath::Direct => {
-                let results = self.set_memory_files(t.dirs, &want.cgroup);
-                let mut written = false;
-                for (_, r) in results {
-                    match r {
-                        ItemResult::Done(Outcome::Written) => written = true,
-                        ItemResult::Done(Outcome::Unchanged) | ItemResult::NotAttempted => {}
-                        ItemResult::Failed(e) => return Err(e.into()),
-                    }
-                }
-                Ok(if written {
-                    Outcome::Written
-                } else {
-                    Outcome::Unchanged
-                })
-            }
+            WritePath::Direct => Ok(self.set_memory_direct(t.dirs, &want.cgroup)?),
             WritePath::Docker => {
                 let started = Instant::now();
                 let r = self.set_memory_docker(t, want).await;
@@ -399,6 +384,28 @@ impl LimitWriter {
             }
         }
         Ok(())
+    }
+
+    /// The direct path for memory as one result: the first failure, else whether anything
+    /// was written.
+    pub fn set_memory_direct(
+        &self,
+        dirs: &CgroupDirs,
+        want: &CgroupLimits,
+    ) -> Result<Outcome, CgroupError> {
+        let mut written = false;
+        for (_, r) in self.set_memory_files(dirs, want) {
+            match r {
+                ItemResult::Done(Outcome::Written) => written = true,
+                ItemResult::Done(Outcome::Unchanged) | ItemResult::NotAttempted => {}
+                ItemResult::Failed(e) => return Err(e),
+            }
+        }
+        Ok(if written {
+            Outcome::Written
+        } else {
+            Outcome::Unchanged
+        })
     }
 
     /// The direct path for memory: one batch, ordered.
