@@ -202,6 +202,8 @@ struct Measured {
     secs: f64,
     ticks_ms: Vec<f64>,
     timer_ticks: usize,
+    /// Ticks the controller's /metrics counted in the same window.
+    metric_ticks: Option<u64>,
     agent_actions: u64,
     agent_refused: u64,
     by_kind: BTreeMap<&'static str, u64>,
@@ -214,6 +216,24 @@ struct Measured {
     hwm_kib: u64,
     live_containers: usize,
     running_apps: usize,
+}
+
+/// `preemptor_ticks_total` from the controller's /metrics: every tick, also ones the
+/// event stream could have dropped.
+async fn ticks_total(http: &reqwest::Client, api: &str) -> Option<u64> {
+    let text = http
+        .get(format!("{api}/metrics"))
+        .bearer_auth(API_TOKEN)
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("preemptor_ticks_total "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|v| v as u64)
 }
 
 fn cluster_line(h: &EmulatorHandle) -> (f64, usize, usize) {
@@ -302,11 +322,8 @@ async fn with_agents(
         lines[lines.len().saturating_sub(20)..].join("\n")
     };
 
-    let client = ControllerClient::new(
-        &format!("http://127.0.0.1:{api_port}"),
-        Some(API_TOKEN.into()),
-    )
-    .map_err(|e| e.to_string())?;
+    let api = format!("http://127.0.0.1:{api_port}");
+    let client = ControllerClient::new(&api, Some(API_TOKEN.into())).map_err(|e| e.to_string())?;
     let t0 = Instant::now();
     let events = loop {
         if let Some(status) = controller.exited() {
@@ -344,7 +361,7 @@ async fn with_agents(
         cancel.clone(),
     ));
 
-    let result = measure(h, agents, &mut controller, &seen, secs, &tail).await;
+    let result = measure(h, agents, &mut controller, &api, &seen, secs, &tail).await;
     cancel.cancel();
     let _ = collector.await;
     match mix.await {
@@ -363,6 +380,7 @@ async fn measure(
     h: &EmulatorHandle,
     agents: &DryRunAgents,
     controller: &mut Controller,
+    api: &str,
     seen: &Mutex<Seen>,
     secs: u64,
     tail: &dyn Fn() -> String,
@@ -412,6 +430,11 @@ async fn measure(
     let kinds0 = kinds();
     let actions0 = c.applied();
     let refused0 = c.refused.load(std::sync::atomic::Ordering::Relaxed);
+    let http = preemptor::tls::http_client_builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| format!("HTTP client: {e}"))?;
+    let metric0 = ticks_total(&http, api).await;
     let start = Instant::now();
     let window = Duration::from_secs(secs);
     let mut rss_max = 0;
@@ -444,6 +467,7 @@ async fn measure(
         }
     }
     let elapsed = start.elapsed().as_secs_f64();
+    let metric1 = ticks_total(&http, api).await;
     let (rss, hwm) = rss_kib(controller.pid())
         .ok_or_else(|| format!("cannot read /proc/{}/status", controller.pid()))?;
     let (_, live, running) = cluster_line(h);
@@ -458,6 +482,7 @@ async fn measure(
         secs: elapsed,
         ticks_ms,
         timer_ticks,
+        metric_ticks: metric0.zip(metric1).map(|(a, b)| b.saturating_sub(a)),
         agent_actions: c.applied() - actions0,
         agent_refused: c.refused.load(std::sync::atomic::Ordering::Relaxed) - refused0,
         by_kind: kinds1
@@ -480,11 +505,12 @@ fn report(m: &Measured) {
     let t = &m.ticks_ms;
     let mean = t.iter().sum::<f64>() / t.len().max(1) as f64;
     println!(
-        "{} nodes: {} ticks in {:.0} s ({} timer), tick p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms, mean {:.1} ms",
+        "{} nodes: {} ticks in {:.0} s ({} timer; /metrics counted {}), tick p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms, mean {:.1} ms",
         m.nodes,
         t.len(),
         m.secs,
         m.timer_ticks,
+        m.metric_ticks.map_or("?".to_string(), |n| n.to_string()),
         percentile(t, 0.5),
         percentile(t, 0.99),
         t.last().copied().unwrap_or(f64::NAN),
