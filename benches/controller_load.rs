@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use preemptor::controller::hub::{ControllerEvent, Outcome};
+use preemptor::controller::hub::{ControllerEvent, Outcome, TickSummary};
 use preemptor::controller::logs::ControllerClient;
 use preemptor::emulator::agents::DryRunAgents;
 use preemptor::emulator::mix::{self, MixConfig};
@@ -79,6 +79,25 @@ fn rss_kib(pid: u32) -> Option<(u64, u64)> {
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
     };
     Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// User + system CPU time of a process, in seconds.
+fn cpu_secs(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| (utime + stime) / hz as f64)
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Nearest-rank percentile of sorted samples.
@@ -144,8 +163,8 @@ fn write_conf(dir: &Path, rm_url: &str, addresses: &str, api_port: u16) -> Bench
 
 #[derive(Default)]
 struct Seen {
-    /// (duration ms, trigger) of every tick, in order.
-    ticks: Vec<(f64, String)>,
+    /// Every tick, in order.
+    ticks: Vec<TickSummary>,
     applied: u64,
     failed: u64,
     warnings: u64,
@@ -173,7 +192,7 @@ fn collect(
             };
             let mut s = lock(&seen);
             match ev {
-                Some(Ok(ControllerEvent::Tick(t))) => s.ticks.push((t.duration_ms, t.trigger)),
+                Some(Ok(ControllerEvent::Tick(t))) => s.ticks.push(t),
                 Some(Ok(ControllerEvent::Action(a))) => match a.outcome {
                     Outcome::Applied => s.applied += 1,
                     Outcome::Failed { .. } => s.failed += 1,
@@ -204,6 +223,10 @@ struct Measured {
     timer_ticks: usize,
     /// Ticks the controller's /metrics counted in the same window.
     metric_ticks: Option<u64>,
+    slowest: Vec<TickSummary>,
+    window_start_ms: u64,
+    /// The controller's user + system CPU time in the window.
+    cpu_secs: f64,
     agent_actions: u64,
     agent_refused: u64,
     by_kind: BTreeMap<&'static str, u64>,
@@ -372,6 +395,13 @@ async fn with_agents(
         Ok(Err(e)) => eprintln!("  mix stopped: {e}"),
         Err(e) => eprintln!("  mix task: {e}"),
     }
+    if let Ok(keep) = std::env::var("PREEMPTOR_LOAD_LOG_DIR") {
+        let to = Path::new(&keep).join(format!("controller-{nodes}.log"));
+        match std::fs::copy(&log_path, &to) {
+            Ok(_) => eprintln!("  controller log kept in {}", to.display()),
+            Err(e) => eprintln!("  keeping the controller log in {}: {e}", to.display()),
+        }
+    }
     drop(controller);
     result
 }
@@ -435,6 +465,8 @@ async fn measure(
         .build()
         .map_err(|e| format!("HTTP client: {e}"))?;
     let metric0 = ticks_total(&http, api).await;
+    let cpu0 = cpu_secs(controller.pid()).unwrap_or(f64::NAN);
+    let window_start_ms = unix_ms();
     let start = Instant::now();
     let window = Duration::from_secs(secs);
     let mut rss_max = 0;
@@ -450,7 +482,8 @@ async fn measure(
             last_print = Instant::now();
             let (used, live, running) = cluster_line(h);
             let s = lock(seen);
-            let mut window_ticks: Vec<f64> = s.ticks[tick0..].iter().map(|t| t.0).collect();
+            let mut window_ticks: Vec<f64> =
+                s.ticks[tick0..].iter().map(|t| t.duration_ms).collect();
             window_ticks.sort_by(f64::total_cmp);
             eprintln!(
                 "  {:>3.0}/{secs} s: {} ticks (p50 {:.0} ms, last {:.0} ms), {} agent actions, \
@@ -458,7 +491,7 @@ async fn measure(
                 start.elapsed().as_secs_f64(),
                 window_ticks.len(),
                 percentile(&window_ticks, 0.5),
-                s.ticks.last().map_or(f64::NAN, |t| t.0),
+                s.ticks.last().map_or(f64::NAN, |t| t.duration_ms),
                 c.applied() - actions0,
                 s.warnings - warn0,
                 rss / 1024,
@@ -472,16 +505,23 @@ async fn measure(
         .ok_or_else(|| format!("cannot read /proc/{}/status", controller.pid()))?;
     let (_, live, running) = cluster_line(h);
     let s = lock(seen);
-    let window: &[(f64, String)] = &s.ticks[tick0..];
-    let mut ticks_ms: Vec<f64> = window.iter().map(|t| t.0).collect();
+    let window: &[TickSummary] = &s.ticks[tick0..];
+    let mut ticks_ms: Vec<f64> = window.iter().map(|t| t.duration_ms).collect();
     ticks_ms.sort_by(f64::total_cmp);
-    let timer_ticks = window.iter().filter(|t| t.1 == "timer").count();
+    let timer_ticks = window.iter().filter(|t| t.trigger == "timer").count();
+    let mut slowest: Vec<TickSummary> = window.to_vec();
+    slowest.sort_by(|a, b| b.duration_ms.total_cmp(&a.duration_ms));
+    slowest.truncate(3);
+    let cpu1 = cpu_secs(controller.pid()).unwrap_or(f64::NAN);
     let kinds1 = kinds();
     Ok(Measured {
         nodes,
         secs: elapsed,
         ticks_ms,
         timer_ticks,
+        slowest,
+        window_start_ms,
+        cpu_secs: cpu1 - cpu0,
         metric_ticks: metric0.zip(metric1).map(|(a, b)| b.saturating_sub(a)),
         agent_actions: c.applied() - actions0,
         agent_refused: c.refused.load(std::sync::atomic::Ordering::Relaxed) - refused0,
@@ -515,6 +555,24 @@ fn report(m: &Measured) {
         percentile(t, 0.99),
         t.last().copied().unwrap_or(f64::NAN),
         mean
+    );
+    println!(
+        "{} nodes: controller CPU {:.1} s in {:.0} s ({:.0} ms per tick); slowest ticks: {}",
+        m.nodes,
+        m.cpu_secs,
+        m.secs,
+        m.cpu_secs * 1000.0 / t.len().max(1) as f64,
+        m.slowest
+            .iter()
+            .map(|s| format!(
+                "{:.0} ms at +{:.0} s ({}, {} actions)",
+                s.duration_ms,
+                s.at_ms.saturating_sub(m.window_start_ms) as f64 / 1000.0,
+                s.trigger,
+                s.actions
+            ))
+            .collect::<Vec<_>>()
+            .join("; ")
     );
     let kinds: Vec<String> = m
         .by_kind
