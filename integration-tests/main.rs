@@ -12,6 +12,7 @@ mod check_config;
 mod common;
 mod controller_api;
 mod controller_e2e;
+mod controller_load;
 mod docker_smoke;
 mod emulator_docker;
 mod emulator_rest;

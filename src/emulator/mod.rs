@@ -5,6 +5,7 @@
 //! YARN's does) and returns an [`EmulatorHandle`]; [`EmulatorHandle::shutdown`] stops
 //! everything and removes every container it created.
 
+pub mod agents;
 pub mod cli;
 pub mod docker;
 pub mod image;

@@ -842,6 +842,19 @@ impl RmState {
         self.activity.last_run_ms = now;
         self.activity.last_run_allocations = 0;
         self.activity.last_run_allocated = Resource::ZERO;
+        // A full node places nothing; skip the queue accounting, which is linear in the
+        // cluster's containers (2,000 nodes heartbeating every second on a full cluster).
+        let avail = self.nodes[node].available();
+        let any_fits = self.apps.values().any(|a| {
+            !a.is_final()
+                && !a.killing
+                && a.pending
+                    .iter()
+                    .any(|r| r.capability.fits_in(&avail) && r.label == partition)
+        });
+        if !any_fits {
+            return launches;
+        }
         let total = self.partition_total(&partition);
         let mut used = self.queue_usage(&partition);
         while let Some((app_id, req_idx)) = self.pick(node, &partition, total, &used) {
