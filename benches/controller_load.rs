@@ -384,6 +384,7 @@ async fn with_agents(
             long_job_share: preemptor::emulator::workload::DEFAULT_LONG_JOB_SHARE,
             short_scale: None,
             long_scale: LONG_SCALE,
+            long_kernels: preemptor::emulator::workload::LONG_KERNELS.to_vec(),
         },
         cancel.clone(),
     ));

@@ -136,6 +136,7 @@ async fn a_controller_ticks_over_many_dry_run_agents_and_they_record_suspensions
             long_job_share: preemptor::emulator::workload::DEFAULT_LONG_JOB_SHARE,
             short_scale: None,
             long_scale: 8.0,
+            long_kernels: preemptor::emulator::workload::LONG_KERNELS.to_vec(),
         },
         cancel.clone(),
     ));
