@@ -20,9 +20,7 @@ use super::ledger::{Ledger, Room};
 use super::plan::{Action, ActionKind, Before, PendingKill, Plan};
 use super::select::{app_policy, is_share_based};
 use super::state::{DiceState, Memos, PolicyState};
-use super::victims::{
-    describe_remaining, job_containers, jobs_by_remaining_time, newest_key, smallest_first,
-};
+use super::victims::{describe_remaining, jobs_by_remaining_time, newest_key, smallest_first};
 use crate::cluster::{
     AppIdx, ClusterView, Container, ContainerIdx, ContainerState, JobClass, Millis, NodeId,
     Partition, PolicyKind,
@@ -758,12 +756,11 @@ impl<'a> Tick<'a> {
             taken: Amount::ZERO,
             picks: Vec::new(),
         };
-        let mut ams = Vec::new();
+        let mut reached = Vec::new();
         for (rank, (ai, remaining)) in jobs.into_iter().enumerate() {
             if sel.met() {
                 break;
             }
-            let (tasks, job_ams) = job_containers(view, ai, |ci, c| self.reclaimable(ci, c));
             let reason = format!(
                 "{queue_reason}; job {} has the {} remaining time ({})",
                 view.app(ai).id,
@@ -771,15 +768,15 @@ impl<'a> Tick<'a> {
                 describe_remaining(remaining)
             );
             let reason = Rc::new(reason);
-            self.pick_from(ai, tasks, &reason, &mut sel);
-            ams.push((ai, job_ams, reason));
+            self.pick_from(ai, false, &reason, &mut sel);
+            reached.push((ai, reason));
         }
-        for (ai, job_ams, reason) in ams {
+        for (ai, reason) in reached {
             if sel.met() {
                 break;
             }
             let reason = Rc::new(format!("{reason}; only ApplicationMasters are left"));
-            self.pick_from(ai, job_ams, &reason, &mut sel);
+            self.pick_from(ai, true, &reason, &mut sel);
         }
         let Selection {
             mut taken,
@@ -800,69 +797,112 @@ impl<'a> Tick<'a> {
         }
     }
 
-    /// Take from `containers` of one job through the ledger until the selection's
-    /// target is met: whole containers for kill and immediate, one graceful step per
-    /// container (those shrunk least so far first, so that steps go round-robin across
-    /// rounds).
-    fn pick_from(
-        &mut self,
-        ai: AppIdx,
-        containers: Vec<ContainerIdx>,
-        reason: &Rc<String>,
-        sel: &mut Selection,
-    ) {
+    /// Take from one job's reclaimable containers (its ApplicationMasters if `ams`)
+    /// through the ledger until the selection's target is met: whole containers for
+    /// kill and immediate, one graceful step per container (those shrunk least so far
+    /// first, so that steps go round-robin across rounds), newest first.
+    fn pick_from(&mut self, ai: AppIdx, ams: bool, reason: &Rc<String>, sel: &mut Selection) {
         let view = self.view;
         let policy = self.policy[ai.get()];
-        let step = Amount::from(self.s.graceful.step);
         let footprint = self.s.suspend.footprint;
-        let order = smallest_first(containers, |ci| {
-            let c = view.container(ci);
-            // Graceful goes round-robin: least shrunk so far first.
-            let shrunk = if policy == PolicyKind::Graceful {
+        // Graceful goes round-robin: least shrunk so far first.
+        let shrunk = |c: &Container| {
+            if policy == PolicyKind::Graceful {
                 let r = Amount::from(c.allocated) - held_of(c, footprint);
                 (r.memory_mb, r.vcores_milli)
             } else {
                 (0, 0)
-            };
-            (shrunk, newest_key(c))
-        });
-        for ci in order {
+            }
+        };
+        let key = |ci: ContainerIdx| {
+            let c = view.container(ci);
+            (shrunk(c), newest_key(c))
+        };
+        let candidate =
+            |t: &Self, ci: ContainerIdx, c: &Container| c.is_am == ams && t.reclaimable(ci, c);
+        let containers = &view.app(ai).containers;
+        if !view.containers_oldest_first(ai) {
+            let all = containers
+                .iter()
+                .copied()
+                .filter(|&ci| candidate(self, ci, view.container(ci)))
+                .collect();
+            for ci in smallest_first(all, key) {
+                if sel.met() {
+                    return;
+                }
+                self.pick(ci, policy, reason, sel);
+            }
+            return;
+        }
+        // Listed oldest first: walk backwards and stop once the target is met, so a
+        // tick reads only the containers it takes (not every container of the job).
+        // Ones already shrunk come after every unshrunk one, in their own order.
+        let mut shrunk_ones = Vec::new();
+        for &ci in containers.iter().rev() {
             if sel.met() {
                 return;
             }
             let c = view.container(ci);
-            let q = self.queue_of(c);
-            let node = c.node.get();
-            let held = self.held(c);
-            let (room, amount, what) = match policy {
-                PolicyKind::Kill => (Room::QueueOnly, held, Reclaim::Mark),
-                PolicyKind::Immediate => {
-                    let floor = self.floor(c);
-                    (
-                        Room::Advertised(node),
-                        held - self.held_at(c, floor),
-                        Reclaim::Suspend(floor),
-                    )
-                }
-                PolicyKind::Graceful if !c.swapping && self.may_step(ci) => {
-                    let to = (self.limits(c) - step).component_max(self.floor(c));
-                    let amount = held - self.held_at(c, to);
-                    (Room::Advertised(node), amount, Reclaim::Shrink(to))
-                }
-                _ => continue,
-            };
-            if self.ledger.take(q, room, amount, sel.to) {
-                sel.taken += amount;
-                self.acted.insert(ci);
-                sel.picks.push(Pick {
-                    ci,
-                    room,
-                    amount,
-                    what,
-                    policy,
-                    reason: reason.clone(),
-                });
+            if !candidate(self, ci, c) {
+                continue;
             }
+            if shrunk(c) == (0, 0) {
+                self.pick(ci, policy, reason, sel);
+            } else {
+                shrunk_ones.push(ci);
+            }
+        }
+        for ci in smallest_first(shrunk_ones, key) {
+            if sel.met() {
+                return;
+            }
+            self.pick(ci, policy, reason, sel);
+        }
+    }
+
+    /// Take from container `ci` for the selection, if its policy and the ledger allow.
+    fn pick(
+        &mut self,
+        ci: ContainerIdx,
+        policy: PolicyKind,
+        reason: &Rc<String>,
+        sel: &mut Selection,
+    ) {
+        let view = self.view;
+        let step = Amount::from(self.s.graceful.step);
+        let c = view.container(ci);
+        let q = self.queue_of(c);
+        let node = c.node.get();
+        let held = self.held(c);
+        let (room, amount, what) = match policy {
+            PolicyKind::Kill => (Room::QueueOnly, held, Reclaim::Mark),
+            PolicyKind::Immediate => {
+                let floor = self.floor(c);
+                (
+                    Room::Advertised(node),
+                    held - self.held_at(c, floor),
+                    Reclaim::Suspend(floor),
+                )
+            }
+            PolicyKind::Graceful if !c.swapping && self.may_step(ci) => {
+                let to = (self.limits(c) - step).component_max(self.floor(c));
+                let amount = held - self.held_at(c, to);
+                (Room::Advertised(node), amount, Reclaim::Shrink(to))
+            }
+            _ => return,
+        };
+        if self.ledger.take(q, room, amount, sel.to) {
+            sel.taken += amount;
+            self.acted.insert(ci);
+            sel.picks.push(Pick {
+                ci,
+                room,
+                amount,
+                what,
+                policy,
+                reason: reason.clone(),
+            });
         }
     }
 
