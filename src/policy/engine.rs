@@ -6,7 +6,7 @@
 //! window and acts when one closes; last, node capacities and partitions are brought in
 //! line with what was reclaimed.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::rc::Rc;
 
@@ -22,7 +22,7 @@ use super::select::{app_policy, is_share_based};
 use super::state::{DiceState, Memos, PolicyState};
 use super::victims::{describe_remaining, jobs_by_remaining_time, newest_key, smallest_first};
 use crate::cluster::{
-    AppIdx, ClusterView, Container, ContainerIdx, ContainerState, JobClass, Millis, NodeId,
+    AppIdx, ClusterView, Container, ContainerIdx, ContainerState, IdMap, JobClass, Millis, NodeId,
     Partition, PolicyKind,
 };
 use crate::config::settings::PolicySettings;
@@ -438,7 +438,13 @@ impl<'a> Tick<'a> {
     /// get everything back at once; kill marks under anything but `kill` are dropped.
     fn release_unmanaged(&mut self) {
         let view = self.view;
-        for ci in self.waiting.clone() {
+        // Skip reading every waiting container when no application is under `none`.
+        let unmanaged = if self.policy.contains(&PolicyKind::None) {
+            self.waiting.clone()
+        } else {
+            Vec::new()
+        };
+        for ci in unmanaged {
             let c = view.container(ci);
             if self.policy[c.app.get()] == PolicyKind::None {
                 let reason = if self.s.kind == PolicyKind::None {
@@ -549,7 +555,8 @@ impl<'a> Tick<'a> {
                 view.container(ci).id,
             )
         });
-        let mut unmarked = HashSet::new();
+        let mut unmarked = Acted::new(view.containers.len());
+        let mut any_unmarked = false;
         for ci in marks {
             let c = view.container(ci);
             let (q, held) = (self.queue_of(c), self.held(c));
@@ -558,16 +565,17 @@ impl<'a> Tick<'a> {
                 self.ledger.give(q, Room::QueueOnly, held);
                 self.memos.get_mut(ci, c.id).kill_marked_at = None;
                 unmarked.insert(ci);
+                any_unmarked = true;
             }
         }
-        if !unmarked.is_empty() {
-            self.marked.retain(|m| !unmarked.contains(m));
+        if any_unmarked {
+            self.marked.retain(|&m| !unmarked.contains(m));
         }
         let d = s.suspend.resume_delay.max(1);
         let interval = s.monitoring_interval_ms.max(1);
         let step = Amount::from(s.graceful.step);
         // Room picked containers will need on their node (resumed or not yet).
-        let mut reserved: HashMap<usize, Amount> = HashMap::new();
+        let mut reserved: IdMap<usize, Amount> = IdMap::default();
         for ci in waiting {
             let c = view.container(ci);
             let (q, n) = (self.queue_of(c), c.node.get());
@@ -663,6 +671,9 @@ impl<'a> Tick<'a> {
     /// CPU at once and no more memory is taken from it (`reclaimable` skips it).
     fn freeze_swapping(&mut self) {
         let view = self.view;
+        if !self.policy.contains(&PolicyKind::Graceful) {
+            return;
+        }
         for ci in self.waiting.clone() {
             let c = view.container(ci);
             // One on its way back (picked for resumption) is relieved, not frozen.
@@ -1181,12 +1192,16 @@ impl<'a> Tick<'a> {
         st.window = Some(DiceWindow::new(self.now));
         if report.preemption_requests > 0 {
             self.plan_partitions(report.short_partition);
-            let converting: HashSet<usize> =
-                self.partition_changes.iter().map(|(n, _)| *n).collect();
+            let mut converting = vec![false; view.nodes.len()];
+            for &(n, _) in &self.partition_changes {
+                if let Some(c) = converting.get_mut(n) {
+                    *c = true;
+                }
+            }
             let general: Vec<u32> = (0..view.nodes.len())
                 .filter(|&n| {
                     let p = view.nodes[n].partition;
-                    (p == Partition::General) != converting.contains(&n)
+                    (p == Partition::General) != converting[n]
                 })
                 .map(|n| n as u32)
                 .collect();
