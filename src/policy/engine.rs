@@ -1239,30 +1239,27 @@ impl<'a> Tick<'a> {
         let s = &settings.dice;
         let node = &view.nodes[n];
         let long = |c: &Container| c.is_live() && view.app(c.app).class == JobClass::Long;
-        let long_running = node
-            .containers
-            .iter()
-            .map(|&ci| view.container(ci))
-            .any(|c| long(c) && c.state == ContainerState::Running);
-        let long_suspended = node
-            .containers
-            .iter()
-            .map(|&ci| view.container(ci))
-            .any(|c| long(c) && c.state != ContainerState::Running);
-        let mut candidates: Vec<ContainerIdx> = node
-            .containers
-            .iter()
-            .copied()
-            .filter(|&ci| {
-                let c = view.container(ci);
-                long(c)
-                    && c.managed
-                    && c.state == ContainerState::Running
-                    && self.policy[c.app.get()] == PolicyKind::Dice
-                    && !self.acted.contains(ci)
-                    && self.memos.get(ci).dice_suspensions < s.max_suspensions
-            })
-            .collect();
+        // One pass over the node's containers: they lie scattered in the view.
+        let (mut long_running, mut long_suspended) = (false, false);
+        let mut candidates: Vec<ContainerIdx> = Vec::new();
+        for &ci in &node.containers {
+            let c = view.container(ci);
+            if !long(c) {
+                continue;
+            }
+            if c.state != ContainerState::Running {
+                long_suspended = true;
+                continue;
+            }
+            long_running = true;
+            if c.managed
+                && self.policy[c.app.get()] == PolicyKind::Dice
+                && !self.acted.contains(ci)
+                && self.memos.get(ci).dice_suspensions < s.max_suspensions
+            {
+                candidates.push(ci);
+            }
+        }
         candidates.sort_by(|&a, &b| {
             let (ca, cb) = (view.container(a), view.container(b));
             ca.is_am
