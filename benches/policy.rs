@@ -9,7 +9,10 @@
 //! 25 MB) fits a 32 MB L3 and the 50k view does not, so warm timings grow far faster
 //! than the work does (even the bare scan); the growth ratio uses cold timings, which
 //! put both sizes under the same conditions. Medians and minimums are printed: on a
-//! shared machine the minimum is the better estimate of the cost itself.
+//! shared machine the minimum is the better estimate of the cost itself. The growth
+//! ratio is measured apart from the table, with cold runs of both sizes interleaved
+//! (the same full tick on the same clusters), so that load from other work on the
+//! machine falls on both alike.
 //!
 //! Run with `cargo bench --bench policy`; `-- --quick` for 1k and 10k only,
 //! `-- --nodes N --policy P` to time one size and one policy (e.g. under `perf`),
@@ -139,6 +142,23 @@ fn evict(buf: &mut [u8]) {
     black_box(&buf[..]);
 }
 
+/// The view, state and time of the measured tick: one tick decided and acted on
+/// first, so the measured tick starts from steady node capacities and remembered
+/// suspensions, as in a running controller; then the next monitoring interval, for
+/// Dice the tick that closes its window (its most expensive one).
+fn steady(view: &ClusterView, kind: PolicyKind) -> (ClusterView, PolicyState, Millis) {
+    let s = settings(kind);
+    let mut state = PolicyState::new(s.clone());
+    let first = decide(view, &mut state, T0);
+    let steady = apply(view, &first).expect("plan applies");
+    let now = if kind == PolicyKind::Dice {
+        T0 + s.dice.window_ms
+    } else {
+        T0 + s.monitoring_interval_ms
+    };
+    (steady, state, now)
+}
+
 /// One timed decide on a clone of `state` (cloned outside the timing).
 fn time_tick(view: &ClusterView, state: &PolicyState, now: Millis) -> (Duration, usize) {
     let mut st = state.clone();
@@ -189,19 +209,7 @@ fn measure(
         .into_iter()
         .filter(|k| only.is_none_or(|o| o == *k))
     {
-        let s = settings(kind);
-        // Warm up: one tick acted on, so the measured tick starts from steady node
-        // capacities and remembered suspensions, as in a running controller.
-        let mut state = PolicyState::new(s.clone());
-        let first = decide(view, &mut state, T0);
-        let steady = apply(view, &first).expect("plan applies");
-        // The next monitoring interval; for Dice the tick that closes its window (its
-        // most expensive one).
-        let now = if kind == PolicyKind::Dice {
-            T0 + s.dice.window_ms
-        } else {
-            T0 + s.monitoring_interval_ms
-        };
+        let (steady, state, now) = steady(view, kind);
         let mut actions = 0;
         let times: Vec<Duration> = (0..iters)
             .map(|_| {
@@ -226,6 +234,41 @@ fn measure(
         });
     }
     (build, base, base_cold, rows)
+}
+
+/// Cold runs per size in the growth comparison, interleaved.
+const PAIRS: usize = 15;
+
+/// Cold timings of `run` on both sizes, interleaved so that both see the machine in
+/// the same states (each run after the same cache eviction; which size goes first
+/// alternates): the ratio `large / small` of the minimums (a run disturbed by other
+/// work on the machine only ever gets slower), and the median of the ratios of
+/// back-to-back pairs.
+fn paired(
+    small: &ClusterView,
+    large: &ClusterView,
+    buf: &mut [u8],
+    run: impl Fn(&ClusterView) -> Duration,
+) -> (f64, f64) {
+    let mut cold = |v: &ClusterView| {
+        evict(buf);
+        ms(run(v))
+    };
+    let pairs: Vec<(f64, f64)> = (0..PAIRS)
+        .map(|i| {
+            if i % 2 == 0 {
+                let s = cold(small);
+                (s, cold(large))
+            } else {
+                let l = cold(large);
+                (cold(small), l)
+            }
+        })
+        .collect();
+    let min = |f: fn(&(f64, f64)) -> f64| pairs.iter().map(f).fold(f64::INFINITY, f64::min);
+    let mut ratios: Vec<f64> = pairs.iter().map(|(s, l)| l / s).collect();
+    ratios.sort_by(f64::total_cmp);
+    (min(|p| p.1) / min(|p| p.0), ratios[PAIRS / 2])
 }
 
 /// The value after `--name`, parsed.
@@ -309,25 +352,44 @@ fn main() {
             "",
             iters
         );
-        by_size.push((nodes, build, base_cold, rows));
+        by_size.push((nodes, build, base_cold, rows, view));
     }
     if let (Some(small), Some(large)) = (
         by_size.iter().find(|s| s.0 == 10_000),
         by_size.iter().find(|s| s.0 == 50_000),
     ) {
         println!(
-            "\ngrowth 10,000 -> 50,000 nodes: cold min (warm min, warm median); linear would be 5.0, target <= 5.5"
+            "\ngrowth 10,000 -> 50,000 nodes, cold: ratio of the minimums of {PAIRS} interleaved runs per size \
+             (median ratio of back-to-back pairs); linear would be 5.0, target <= 5.5; then warm min, warm median"
         );
+        let scan_pair = paired(&small.4, &large.4, &mut buf, |v| {
+            let t = Instant::now();
+            black_box(scan(black_box(v)));
+            t.elapsed()
+        });
         for (a, b) in small.3.iter().zip(&large.3) {
+            let Ok(kind) = a.policy.parse::<PolicyKind>() else {
+                continue;
+            };
+            let (vs, ss, ns) = steady(&small.4, kind);
+            let (vl, sl, nl) = steady(&large.4, kind);
+            let tick_of = |v: &ClusterView| {
+                if std::ptr::eq(v, &vs) {
+                    time_tick(&vs, &ss, ns).0
+                } else {
+                    time_tick(&vl, &sl, nl).0
+                }
+            };
+            let (of_min, med) = paired(&vs, &vl, &mut buf, tick_of);
             println!(
-                "  {:>11}: {:.2} ({:.2}, {:.2})",
+                "  {:>11}: {of_min:.2} ({med:.2}); warm {:.2}, {:.2}",
                 a.policy,
-                ms(b.cold) / ms(a.cold),
                 ms(b.best) / ms(a.best),
                 ms(b.tick) / ms(a.tick)
             );
         }
-        println!("  {:>11}: {:.2}", "(scan)", ms(large.2) / ms(small.2));
+        let (of_min, med) = scan_pair;
+        println!("  {:>11}: {of_min:.2} ({med:.2})", "(scan)");
         println!(
             "  {:>11}: {:.2} (warm median)",
             "(view::new)",

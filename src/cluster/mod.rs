@@ -325,6 +325,10 @@ pub struct ClusterView {
     /// Live containers below their allocation (suspended or shrunk), in index order.
     #[serde(skip)]
     below_allocation: Vec<ContainerIdx>,
+    /// Per application: whether its containers are listed oldest first (start time,
+    /// then id), so that victim selection can walk them newest first without sorting.
+    #[serde(skip)]
+    oldest_first: Vec<bool>,
 }
 
 impl ClusterView {
@@ -381,6 +385,7 @@ impl ClusterView {
         let mut container_index =
             IdMap::with_capacity_and_hasher(containers.len(), Default::default());
         let mut below_allocation = Vec::new();
+        let mut oldest_first = vec![true; apps.len()];
         for (i, c) in containers.iter().enumerate() {
             let idx = ContainerIdx(i as u32);
             if c.app.get() >= apps.len() {
@@ -403,7 +408,14 @@ impl ClusterView {
                     id: c.id.to_string(),
                 });
             }
-            apps[c.app.get()].containers.push(idx);
+            let listed = &mut apps[c.app.get()].containers;
+            if let Some(&prev) = listed.last() {
+                let p = &containers[prev.get()];
+                if (p.started_ms, p.id) > (c.started_ms, c.id) {
+                    oldest_first[c.app.get()] = false;
+                }
+            }
+            listed.push(idx);
             nodes[c.node.get()].containers.push(idx);
             if c.is_live() {
                 if c.state != ContainerState::Running {
@@ -431,6 +443,7 @@ impl ClusterView {
             capacity,
             container_index,
             below_allocation,
+            oldest_first,
         })
     }
 
@@ -454,6 +467,12 @@ impl ClusterView {
     /// every container to find them.
     pub fn below_allocation(&self) -> &[ContainerIdx] {
         &self.below_allocation
+    }
+
+    /// Whether `app`'s containers are listed oldest first (by start time, then id):
+    /// walking them backwards gives newest first.
+    pub fn containers_oldest_first(&self, app: AppIdx) -> bool {
+        self.oldest_first.get(app.get()).copied().unwrap_or(false)
     }
 
     pub fn container_by_id(&self, id: &ContainerId) -> Option<ContainerIdx> {

@@ -6,7 +6,7 @@
 //! window and acts when one closes; last, node capacities and partitions are brought in
 //! line with what was reclaimed.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::rc::Rc;
 
@@ -20,11 +20,9 @@ use super::ledger::{Ledger, Room};
 use super::plan::{Action, ActionKind, Before, PendingKill, Plan};
 use super::select::{app_policy, is_share_based};
 use super::state::{DiceState, Memos, PolicyState};
-use super::victims::{
-    describe_remaining, job_containers, jobs_by_remaining_time, newest_key, smallest_first,
-};
+use super::victims::{describe_remaining, jobs_by_remaining_time, newest_key, smallest_first};
 use crate::cluster::{
-    AppIdx, ClusterView, Container, ContainerIdx, ContainerState, JobClass, Millis, NodeId,
+    AppIdx, ClusterView, Container, ContainerIdx, ContainerState, IdMap, JobClass, Millis, NodeId,
     Partition, PolicyKind,
 };
 use crate::config::settings::PolicySettings;
@@ -440,7 +438,13 @@ impl<'a> Tick<'a> {
     /// get everything back at once; kill marks under anything but `kill` are dropped.
     fn release_unmanaged(&mut self) {
         let view = self.view;
-        for ci in self.waiting.clone() {
+        // Skip reading every waiting container when no application is under `none`.
+        let unmanaged = if self.policy.contains(&PolicyKind::None) {
+            self.waiting.clone()
+        } else {
+            Vec::new()
+        };
+        for ci in unmanaged {
             let c = view.container(ci);
             if self.policy[c.app.get()] == PolicyKind::None {
                 let reason = if self.s.kind == PolicyKind::None {
@@ -551,7 +555,8 @@ impl<'a> Tick<'a> {
                 view.container(ci).id,
             )
         });
-        let mut unmarked = HashSet::new();
+        let mut unmarked = Acted::new(view.containers.len());
+        let mut any_unmarked = false;
         for ci in marks {
             let c = view.container(ci);
             let (q, held) = (self.queue_of(c), self.held(c));
@@ -560,16 +565,17 @@ impl<'a> Tick<'a> {
                 self.ledger.give(q, Room::QueueOnly, held);
                 self.memos.get_mut(ci, c.id).kill_marked_at = None;
                 unmarked.insert(ci);
+                any_unmarked = true;
             }
         }
-        if !unmarked.is_empty() {
-            self.marked.retain(|m| !unmarked.contains(m));
+        if any_unmarked {
+            self.marked.retain(|&m| !unmarked.contains(m));
         }
         let d = s.suspend.resume_delay.max(1);
         let interval = s.monitoring_interval_ms.max(1);
         let step = Amount::from(s.graceful.step);
         // Room picked containers will need on their node (resumed or not yet).
-        let mut reserved: HashMap<usize, Amount> = HashMap::new();
+        let mut reserved: IdMap<usize, Amount> = IdMap::default();
         for ci in waiting {
             let c = view.container(ci);
             let (q, n) = (self.queue_of(c), c.node.get());
@@ -665,6 +671,9 @@ impl<'a> Tick<'a> {
     /// CPU at once and no more memory is taken from it (`reclaimable` skips it).
     fn freeze_swapping(&mut self) {
         let view = self.view;
+        if !self.policy.contains(&PolicyKind::Graceful) {
+            return;
+        }
         for ci in self.waiting.clone() {
             let c = view.container(ci);
             // One on its way back (picked for resumption) is relieved, not frozen.
@@ -758,12 +767,11 @@ impl<'a> Tick<'a> {
             taken: Amount::ZERO,
             picks: Vec::new(),
         };
-        let mut ams = Vec::new();
+        let mut reached = Vec::new();
         for (rank, (ai, remaining)) in jobs.into_iter().enumerate() {
             if sel.met() {
                 break;
             }
-            let (tasks, job_ams) = job_containers(view, ai, |ci, c| self.reclaimable(ci, c));
             let reason = format!(
                 "{queue_reason}; job {} has the {} remaining time ({})",
                 view.app(ai).id,
@@ -771,15 +779,15 @@ impl<'a> Tick<'a> {
                 describe_remaining(remaining)
             );
             let reason = Rc::new(reason);
-            self.pick_from(ai, tasks, &reason, &mut sel);
-            ams.push((ai, job_ams, reason));
+            self.pick_from(ai, false, &reason, &mut sel);
+            reached.push((ai, reason));
         }
-        for (ai, job_ams, reason) in ams {
+        for (ai, reason) in reached {
             if sel.met() {
                 break;
             }
             let reason = Rc::new(format!("{reason}; only ApplicationMasters are left"));
-            self.pick_from(ai, job_ams, &reason, &mut sel);
+            self.pick_from(ai, true, &reason, &mut sel);
         }
         let Selection {
             mut taken,
@@ -800,69 +808,112 @@ impl<'a> Tick<'a> {
         }
     }
 
-    /// Take from `containers` of one job through the ledger until the selection's
-    /// target is met: whole containers for kill and immediate, one graceful step per
-    /// container (those shrunk least so far first, so that steps go round-robin across
-    /// rounds).
-    fn pick_from(
-        &mut self,
-        ai: AppIdx,
-        containers: Vec<ContainerIdx>,
-        reason: &Rc<String>,
-        sel: &mut Selection,
-    ) {
+    /// Take from one job's reclaimable containers (its ApplicationMasters if `ams`)
+    /// through the ledger until the selection's target is met: whole containers for
+    /// kill and immediate, one graceful step per container (those shrunk least so far
+    /// first, so that steps go round-robin across rounds), newest first.
+    fn pick_from(&mut self, ai: AppIdx, ams: bool, reason: &Rc<String>, sel: &mut Selection) {
         let view = self.view;
         let policy = self.policy[ai.get()];
-        let step = Amount::from(self.s.graceful.step);
         let footprint = self.s.suspend.footprint;
-        let order = smallest_first(containers, |ci| {
-            let c = view.container(ci);
-            // Graceful goes round-robin: least shrunk so far first.
-            let shrunk = if policy == PolicyKind::Graceful {
+        // Graceful goes round-robin: least shrunk so far first.
+        let shrunk = |c: &Container| {
+            if policy == PolicyKind::Graceful {
                 let r = Amount::from(c.allocated) - held_of(c, footprint);
                 (r.memory_mb, r.vcores_milli)
             } else {
                 (0, 0)
-            };
-            (shrunk, newest_key(c))
-        });
-        for ci in order {
+            }
+        };
+        let key = |ci: ContainerIdx| {
+            let c = view.container(ci);
+            (shrunk(c), newest_key(c))
+        };
+        let candidate =
+            |t: &Self, ci: ContainerIdx, c: &Container| c.is_am == ams && t.reclaimable(ci, c);
+        let containers = &view.app(ai).containers;
+        if !view.containers_oldest_first(ai) {
+            let all = containers
+                .iter()
+                .copied()
+                .filter(|&ci| candidate(self, ci, view.container(ci)))
+                .collect();
+            for ci in smallest_first(all, key) {
+                if sel.met() {
+                    return;
+                }
+                self.pick(ci, policy, reason, sel);
+            }
+            return;
+        }
+        // Listed oldest first: walk backwards and stop once the target is met, so a
+        // tick reads only the containers it takes (not every container of the job).
+        // Ones already shrunk come after every unshrunk one, in their own order.
+        let mut shrunk_ones = Vec::new();
+        for &ci in containers.iter().rev() {
             if sel.met() {
                 return;
             }
             let c = view.container(ci);
-            let q = self.queue_of(c);
-            let node = c.node.get();
-            let held = self.held(c);
-            let (room, amount, what) = match policy {
-                PolicyKind::Kill => (Room::QueueOnly, held, Reclaim::Mark),
-                PolicyKind::Immediate => {
-                    let floor = self.floor(c);
-                    (
-                        Room::Advertised(node),
-                        held - self.held_at(c, floor),
-                        Reclaim::Suspend(floor),
-                    )
-                }
-                PolicyKind::Graceful if !c.swapping && self.may_step(ci) => {
-                    let to = (self.limits(c) - step).component_max(self.floor(c));
-                    let amount = held - self.held_at(c, to);
-                    (Room::Advertised(node), amount, Reclaim::Shrink(to))
-                }
-                _ => continue,
-            };
-            if self.ledger.take(q, room, amount, sel.to) {
-                sel.taken += amount;
-                self.acted.insert(ci);
-                sel.picks.push(Pick {
-                    ci,
-                    room,
-                    amount,
-                    what,
-                    policy,
-                    reason: reason.clone(),
-                });
+            if !candidate(self, ci, c) {
+                continue;
             }
+            if shrunk(c) == (0, 0) {
+                self.pick(ci, policy, reason, sel);
+            } else {
+                shrunk_ones.push(ci);
+            }
+        }
+        for ci in smallest_first(shrunk_ones, key) {
+            if sel.met() {
+                return;
+            }
+            self.pick(ci, policy, reason, sel);
+        }
+    }
+
+    /// Take from container `ci` for the selection, if its policy and the ledger allow.
+    fn pick(
+        &mut self,
+        ci: ContainerIdx,
+        policy: PolicyKind,
+        reason: &Rc<String>,
+        sel: &mut Selection,
+    ) {
+        let view = self.view;
+        let step = Amount::from(self.s.graceful.step);
+        let c = view.container(ci);
+        let q = self.queue_of(c);
+        let node = c.node.get();
+        let held = self.held(c);
+        let (room, amount, what) = match policy {
+            PolicyKind::Kill => (Room::QueueOnly, held, Reclaim::Mark),
+            PolicyKind::Immediate => {
+                let floor = self.floor(c);
+                (
+                    Room::Advertised(node),
+                    held - self.held_at(c, floor),
+                    Reclaim::Suspend(floor),
+                )
+            }
+            PolicyKind::Graceful if !c.swapping && self.may_step(ci) => {
+                let to = (self.limits(c) - step).component_max(self.floor(c));
+                let amount = held - self.held_at(c, to);
+                (Room::Advertised(node), amount, Reclaim::Shrink(to))
+            }
+            _ => return,
+        };
+        if self.ledger.take(q, room, amount, sel.to) {
+            sel.taken += amount;
+            self.acted.insert(ci);
+            sel.picks.push(Pick {
+                ci,
+                room,
+                amount,
+                what,
+                policy,
+                reason: reason.clone(),
+            });
         }
     }
 
@@ -1141,12 +1192,16 @@ impl<'a> Tick<'a> {
         st.window = Some(DiceWindow::new(self.now));
         if report.preemption_requests > 0 {
             self.plan_partitions(report.short_partition);
-            let converting: HashSet<usize> =
-                self.partition_changes.iter().map(|(n, _)| *n).collect();
+            let mut converting = vec![false; view.nodes.len()];
+            for &(n, _) in &self.partition_changes {
+                if let Some(c) = converting.get_mut(n) {
+                    *c = true;
+                }
+            }
             let general: Vec<u32> = (0..view.nodes.len())
                 .filter(|&n| {
                     let p = view.nodes[n].partition;
-                    (p == Partition::General) != converting.contains(&n)
+                    (p == Partition::General) != converting[n]
                 })
                 .map(|n| n as u32)
                 .collect();
@@ -1184,30 +1239,27 @@ impl<'a> Tick<'a> {
         let s = &settings.dice;
         let node = &view.nodes[n];
         let long = |c: &Container| c.is_live() && view.app(c.app).class == JobClass::Long;
-        let long_running = node
-            .containers
-            .iter()
-            .map(|&ci| view.container(ci))
-            .any(|c| long(c) && c.state == ContainerState::Running);
-        let long_suspended = node
-            .containers
-            .iter()
-            .map(|&ci| view.container(ci))
-            .any(|c| long(c) && c.state != ContainerState::Running);
-        let mut candidates: Vec<ContainerIdx> = node
-            .containers
-            .iter()
-            .copied()
-            .filter(|&ci| {
-                let c = view.container(ci);
-                long(c)
-                    && c.managed
-                    && c.state == ContainerState::Running
-                    && self.policy[c.app.get()] == PolicyKind::Dice
-                    && !self.acted.contains(ci)
-                    && self.memos.get(ci).dice_suspensions < s.max_suspensions
-            })
-            .collect();
+        // One pass over the node's containers: they lie scattered in the view.
+        let (mut long_running, mut long_suspended) = (false, false);
+        let mut candidates: Vec<ContainerIdx> = Vec::new();
+        for &ci in &node.containers {
+            let c = view.container(ci);
+            if !long(c) {
+                continue;
+            }
+            if c.state != ContainerState::Running {
+                long_suspended = true;
+                continue;
+            }
+            long_running = true;
+            if c.managed
+                && self.policy[c.app.get()] == PolicyKind::Dice
+                && !self.acted.contains(ci)
+                && self.memos.get(ci).dice_suspensions < s.max_suspensions
+            {
+                candidates.push(ci);
+            }
+        }
         candidates.sort_by(|&a, &b| {
             let (ca, cb) = (view.container(a), view.container(b));
             ca.is_am

@@ -75,21 +75,23 @@ impl Ledger {
     /// Account for `amount` a queue's containers no longer hold as of the view
     /// (reclaimed or marked before this tick).
     pub fn take_from_queue(&mut self, q: usize, amount: Amount) {
-        for i in self.lineage(q).collect::<Vec<_>>() {
+        let mut next = Some(q);
+        while let Some(i) = next {
             self.held[i] -= amount;
+            next = self.parent(i);
         }
+    }
+
+    /// `q`'s parent; parents come before their children, so walking up ends.
+    fn parent(&self, q: usize) -> Option<usize> {
+        self.parents.get(q).copied().flatten().filter(|&p| p < q)
     }
 
     fn lineage(&self, q: usize) -> impl Iterator<Item = usize> + '_ {
         let mut next = Some(q);
         std::iter::from_fn(move || {
             let cur = next?;
-            next = self
-                .parents
-                .get(cur)
-                .copied()
-                .flatten()
-                .filter(|&p| p < cur);
+            next = self.parent(cur);
             Some(cur)
         })
     }
@@ -114,12 +116,9 @@ impl Ledger {
         if self.disabled.get(q).copied().unwrap_or(true) || !amount.fits_in(&self.budget) {
             return false;
         }
-        let shared: Vec<usize> = match to {
-            Some(b) => self.lineage(b).collect(),
-            None => Vec::new(),
-        };
+        let shared = |i: usize| to.is_some_and(|b| self.lineage(b).any(|j| j == i));
         self.lineage(q)
-            .filter(|i| !shared.contains(i) && (to.is_some() || self.parents[*i].is_some()))
+            .filter(|&i| !shared(i) && (to.is_some() || self.parents[i].is_some()))
             .all(|i| {
                 let (h, g) = (self.held[i], self.guaranteed[i]);
                 (amount.memory_mb == 0
@@ -136,9 +135,11 @@ impl Ledger {
         }
         self.budget -= amount;
         self.reclaimed += amount;
-        for i in self.lineage(q).collect::<Vec<_>>() {
+        let mut next = Some(q);
+        while let Some(i) = next {
             self.held[i] -= amount;
             self.queue_reclaimed[i] += amount;
+            next = self.parent(i);
         }
         self.move_room(room, amount, false);
         true
@@ -148,9 +149,11 @@ impl Ledger {
     pub fn untake(&mut self, q: usize, room: Room, amount: Amount) {
         self.budget += amount;
         self.reclaimed -= amount;
-        for i in self.lineage(q).collect::<Vec<_>>() {
+        let mut next = Some(q);
+        while let Some(i) = next {
             self.held[i] += amount;
             self.queue_reclaimed[i] -= amount;
+            next = self.parent(i);
         }
         self.move_room(room, amount, true);
     }
@@ -158,9 +161,11 @@ impl Ledger {
     /// Give `amount` back to queue `q` (a resumption or a cancelled kill mark).
     pub fn give(&mut self, q: usize, room: Room, amount: Amount) {
         self.restored += amount;
-        for i in self.lineage(q).collect::<Vec<_>>() {
+        let mut next = Some(q);
+        while let Some(i) = next {
             self.held[i] += amount;
             self.queue_restored[i] += amount;
+            next = self.parent(i);
         }
         self.move_room(room, amount, true);
     }

@@ -13,7 +13,7 @@ use rand::SeedableRng;
 use rand_pcg::Pcg64;
 
 use super::dice::DiceWindow;
-use crate::cluster::{ClusterView, ContainerId, ContainerIdx, Millis, NodeId};
+use crate::cluster::{ClusterView, ContainerId, ContainerIdx, IdMap, Millis, NodeId};
 use crate::config::settings::PolicySettings;
 
 /// Everything a policy carries from one tick to the next. One per controller (or
@@ -113,7 +113,7 @@ pub(crate) struct DiceState {
 /// Memos by container id, the order in which they are swept, and the marked ones.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct MemoStore {
-    map: HashMap<ContainerId, Memo>,
+    map: IdMap<ContainerId, Memo>,
     sweep: VecDeque<ContainerId>,
     marked: BTreeSet<ContainerId>,
 }

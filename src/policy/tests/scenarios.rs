@@ -117,6 +117,70 @@ fn bigc_immediate_suspends_the_fewest_newest_containers_covering_the_request() {
     }
 }
 
+/// The victim walk takes the same containers in the same order whether a job's
+/// containers are listed oldest first (walked backwards, stopping early) or not
+/// (sorted): over rounds that shrink, suspend or mark every task and then reach the
+/// ApplicationMasters.
+#[test]
+fn victim_order_does_not_depend_on_how_containers_are_listed() {
+    let view = ClusterBuilder::new()
+        .nodes(4, Resource::new(16 * GB, 16))
+        .queue("root.short", 95.0, 100.0, JobClass::Short)
+        .queue("root.long", 5.0, 100.0, JobClass::Long)
+        .app("root.long", "SPARK")
+        .submitted(0)
+        .progress(0.2)
+        .am(Resource::new(GB, 1))
+        .containers(6, Resource::new(4 * GB, 4))
+        .app("root.long", "MAPREDUCE")
+        .submitted(1000)
+        .progress(0.5)
+        .am(Resource::new(GB, 1))
+        .containers(5, Resource::new(4 * GB, 2))
+        .app("root.short", "TEZ")
+        .submitted(100_000)
+        .pending(40, Resource::new(4 * GB, 2))
+        .build()
+        .unwrap();
+    let reversed = rebuild(&view, |_, cs| cs.reverse());
+    let long_apps = [crate::cluster::AppIdx(0), crate::cluster::AppIdx(1)];
+    assert!(long_apps.iter().all(|&a| view.containers_oldest_first(a)));
+    assert!(
+        long_apps
+            .iter()
+            .all(|&a| !reversed.containers_oldest_first(a))
+    );
+    for kind in [
+        PolicyKind::Kill,
+        PolicyKind::Immediate,
+        PolicyKind::Graceful,
+        PolicyKind::Adaptive,
+    ] {
+        let mut s = settings(kind);
+        s.natural_termination_factor = 1.0;
+        s.total_preemption_per_round = 1.0;
+        let (mut a, mut b) = (view.clone(), reversed.clone());
+        let (mut sa, mut sb) = (PolicyState::new(s.clone()), PolicyState::new(s.clone()));
+        let mut acted = 0;
+        for round in 0..12u64 {
+            let now = 120_000 + round * s.monitoring_interval_ms;
+            let (pa, na) = tick(&a, &mut sa, now);
+            let (pb, nb) = tick(&b, &mut sb, now);
+            assert_eq!(pa, pb, "{kind} round {round}");
+            acted += pa.actions.len() + pa.pending_kills.len();
+            (a, b) = (na, nb);
+        }
+        assert!(acted > 0, "{kind} took nothing");
+        // The walk reached the ApplicationMasters too.
+        let ams_taken = a
+            .containers
+            .iter()
+            .filter(|c| c.is_am && c.state != ContainerState::Running)
+            .count();
+        assert!(ams_taken > 0 || kind == PolicyKind::Graceful, "{kind}");
+    }
+}
+
 #[test]
 fn delayed_resumption_holds_a_container_until_its_dth_pick() {
     let mut s = settings(PolicyKind::Immediate);
