@@ -142,6 +142,29 @@ fn short_spec() -> WorkloadSpec {
     .expect("spec")
 }
 
+/// After one tick (the lease held, the view warm), a short job through the proxy; returns
+/// once it has made the controller throttle a long container.
+async fn short_job_throttles(
+    cluster: &Cluster,
+    proxy: &str,
+    name: &str,
+    memory_mb: u64,
+) -> ApplicationId {
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let app = submit(
+        proxy,
+        name,
+        "short",
+        &short_spec(),
+        Resource::new(memory_mb, 1),
+    )
+    .await
+    .parse()
+    .expect("application id");
+    wait_for_more_throttled(cluster, 0, Duration::from_secs(20)).await;
+    app
+}
+
 /// Polls every 2 ms until more long containers are throttled than `before`.
 async fn wait_for_more_throttled(c: &Cluster, before: usize, timeout: Duration) -> Duration {
     let t0 = Instant::now();
@@ -330,16 +353,7 @@ async fn a_controller_killed_without_shutdown_leaves_nothing_throttled_after_the
         .await
         .expect("controller starts");
     let proxy = controller.proxy_url().expect("proxy on");
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    submit(
-        &proxy,
-        "tpch-q1",
-        "short",
-        &short_spec(),
-        Resource::new(512, 1),
-    )
-    .await;
-    wait_for_more_throttled(&cluster, 0, Duration::from_secs(20)).await;
+    short_job_throttles(&cluster, &proxy, "tpch-q1", 512).await;
 
     // As SIGKILL: no shutdown, nothing restored, leases no longer renewed.
     drop(controller);
@@ -372,23 +386,6 @@ async fn sigterm_makes_the_controller_binary_resume_everything_and_exit() {
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let conf = dir.path();
-    std::fs::copy(
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/hadoop-conf/capacity-scheduler.xml"
-        ),
-        conf.join("capacity-scheduler.xml"),
-    )
-    .expect("copy capacity-scheduler.xml");
-    for (file, token) in [("agent.token", TOKEN), ("api.token", "api-token")] {
-        std::fs::write(conf.join(file), token).expect("token");
-        // The controller refuses token files others can read.
-        std::fs::set_permissions(
-            conf.join(file),
-            std::os::unix::fs::PermissionsExt::from_mode(0o600),
-        )
-        .expect("chmod token");
-    }
     let props = [
         (
             "yarn.preemptor.rm.address",
@@ -413,14 +410,11 @@ async fn sigterm_makes_the_controller_binary_resume_everything_and_exit() {
             conf.join("api.token").display().to_string(),
         ),
     ];
-    let mut xml = String::from("<?xml version=\"1.0\"?>\n<configuration>\n");
-    for (k, v) in props {
-        xml.push_str(&format!(
-            "  <property><name>{k}</name><value>{v}</value></property>\n"
-        ));
-    }
-    xml.push_str("</configuration>\n");
-    std::fs::write(conf.join("preemptor-site.xml"), xml).expect("preemptor-site.xml");
+    crate::common::controller_conf_dir(
+        conf,
+        &[("agent.token", TOKEN), ("api.token", "api-token")],
+        &props,
+    );
 
     let log = conf.join("controller.log");
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_preemptor"))
@@ -631,16 +625,7 @@ async fn an_agent_cut_off_resumes_at_lease_expiry_and_the_controller_reconciles_
     let controller = start(config).await.expect("controller starts");
     let mut events = controller.hub().subscribe();
     let proxy = controller.proxy_url().expect("proxy on");
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    submit(
-        &proxy,
-        "tpch-q1",
-        "short",
-        &short_spec(),
-        Resource::new(448, 1),
-    )
-    .await;
-    wait_for_more_throttled(&cluster, 0, Duration::from_secs(20)).await;
+    short_job_throttles(&cluster, &proxy, "tpch-q1", 448).await;
     let t = Instant::now();
     while !raised(&cluster) {
         assert!(
@@ -752,18 +737,7 @@ async fn an_rm_answering_500s_stops_new_preemptions_keeps_leases_and_the_control
     let controller = start(config).await.expect("controller starts");
     let mut events = controller.hub().subscribe();
     let proxy = controller.proxy_url().expect("proxy on");
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let app: ApplicationId = submit(
-        &proxy,
-        "tpch-q6",
-        "short",
-        &short_spec(),
-        Resource::new(448, 1),
-    )
-    .await
-    .parse()
-    .expect("application id");
-    wait_for_more_throttled(&cluster, 0, Duration::from_secs(20)).await;
+    let app = short_job_throttles(&cluster, &proxy, "tpch-q6", 448).await;
     wait_short_running(&cluster, app).await;
     let throttled = cluster.throttled();
 

@@ -59,22 +59,6 @@ async fn a_controller_ticks_over_many_dry_run_agents_and_they_record_suspensions
 
     let dir = tempfile::tempdir().expect("tempdir");
     let conf = dir.path();
-    std::fs::copy(
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/hadoop-conf/capacity-scheduler.xml"
-        ),
-        conf.join("capacity-scheduler.xml"),
-    )
-    .expect("copy capacity-scheduler.xml");
-    for (file, token) in [("agent.token", TOKEN), ("api.token", API_TOKEN)] {
-        std::fs::write(conf.join(file), token).expect("token");
-        std::fs::set_permissions(
-            conf.join(file),
-            std::os::unix::fs::PermissionsExt::from_mode(0o600),
-        )
-        .expect("chmod token");
-    }
     let api_port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("free port")
@@ -98,14 +82,11 @@ async fn a_controller_ticks_over_many_dry_run_agents_and_they_record_suspensions
             conf.join("api.token").display().to_string(),
         ),
     ];
-    let mut xml = String::from("<?xml version=\"1.0\"?>\n<configuration>\n");
-    for (k, v) in props {
-        xml.push_str(&format!(
-            "  <property><name>{k}</name><value>{v}</value></property>\n"
-        ));
-    }
-    xml.push_str("</configuration>\n");
-    std::fs::write(conf.join("preemptor-site.xml"), xml).expect("preemptor-site.xml");
+    crate::common::controller_conf_dir(
+        conf,
+        &[("agent.token", TOKEN), ("api.token", API_TOKEN)],
+        &props,
+    );
     let log = conf.join("controller.log");
     let out = std::fs::File::create(&log).expect("log file");
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_preemptor"))

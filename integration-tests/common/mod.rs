@@ -231,3 +231,37 @@ pub async fn start_workload(
         .map_err(|e| format!("starting {name}: {e}"))?;
     Ok(guard)
 }
+
+/// A configuration directory for the controller binary: the shipped
+/// capacity-scheduler.xml, each token in its own `chmod 600` file (the controller refuses
+/// others), and a preemptor-site.xml with `props`.
+pub fn controller_conf_dir(
+    conf: &std::path::Path,
+    tokens: &[(&str, &str)],
+    props: &[(&str, String)],
+) {
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/hadoop-conf/capacity-scheduler.xml"
+        ),
+        conf.join("capacity-scheduler.xml"),
+    )
+    .expect("copy capacity-scheduler.xml");
+    for (file, token) in tokens {
+        std::fs::write(conf.join(file), token).expect("token");
+        std::fs::set_permissions(
+            conf.join(file),
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .expect("chmod token");
+    }
+    let mut xml = String::from("<?xml version=\"1.0\"?>\n<configuration>\n");
+    for (k, v) in props {
+        xml.push_str(&format!(
+            "  <property><name>{k}</name><value>{v}</value></property>\n"
+        ));
+    }
+    xml.push_str("</configuration>\n");
+    std::fs::write(conf.join("preemptor-site.xml"), xml).expect("preemptor-site.xml");
+}
