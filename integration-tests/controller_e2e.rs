@@ -27,11 +27,13 @@ use crate::emulator_support::{EmulatorGuard, submit, wait_until};
 
 struct Cluster {
     docker: Docker,
-    _image: TestImage,
     emulator: EmulatorGuard,
     agent: InProcessAgent,
     /// The long job's task containers with their cgroups and original limits.
     long: BTreeMap<ContainerId, (CgroupDirs, CgroupLimits)>,
+    // Dropped last: a failed test drops the emulator's containers first, so that the
+    // image is removed, not left dangling under a container that still used it.
+    _image: TestImage,
 }
 
 impl Cluster {
