@@ -98,27 +98,25 @@ fn the_agent_refuses_a_token_file_others_can_read() {
 fn the_controller_refuses_token_files_others_can_read() {
     let dir = tempfile::tempdir().expect("tempdir");
     let conf = dir.path();
-    std::fs::copy(
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/hadoop-conf/capacity-scheduler.xml"
-        ),
-        conf.join("capacity-scheduler.xml"),
-    )
-    .expect("copy capacity-scheduler.xml");
     let agent_token = conf.join("agent.token");
     let api_token = conf.join("controller.token");
-    let site = format!(
-        "<?xml version=\"1.0\"?>\n<configuration>\n\
-         <property><name>yarn.preemptor.rm.address</name><value>127.0.0.1:1</value></property>\n\
-         <property><name>yarn.preemptor.agent.token-file</name><value>{}</value></property>\n\
-         <property><name>yarn.preemptor.controller.token-file</name><value>{}</value></property>\n\
-         <property><name>yarn.preemptor.controller.listen</name><value>127.0.0.1:0</value></property>\n\
-         </configuration>\n",
-        agent_token.display(),
-        api_token.display()
+    // Tokens are written below, with the modes under test.
+    crate::common::controller_conf_dir(
+        conf,
+        &[],
+        &[
+            ("yarn.preemptor.rm.address", "127.0.0.1:1".into()),
+            (
+                "yarn.preemptor.agent.token-file",
+                agent_token.display().to_string(),
+            ),
+            (
+                "yarn.preemptor.controller.token-file",
+                api_token.display().to_string(),
+            ),
+            ("yarn.preemptor.controller.listen", "127.0.0.1:0".into()),
+        ],
     );
-    std::fs::write(conf.join("preemptor-site.xml"), site).expect("preemptor-site.xml");
     let controller = || {
         let mut c = preemptor();
         c.args(["controller", "--conf-dir"]).arg(conf);

@@ -287,17 +287,24 @@ fn pageout_ranges(pidfd: &OwnedFd, ranges: &[(u64, u64)]) -> io::Result<u64> {
     Ok(advised)
 }
 
+/// The processes in the cgroup at `memory_dir` (its `cgroup.procs`).
+fn cgroup_pids(memory_dir: &Path) -> Result<Vec<i32>, PageOutError> {
+    let path = memory_dir.join("cgroup.procs");
+    let procs =
+        std::fs::read_to_string(&path).map_err(|error| PageOutError::Read { path, error })?;
+    Ok(procs
+        .lines()
+        .filter_map(|l| l.trim().parse::<i32>().ok())
+        .collect())
+}
+
 /// Pages out the resident private memory of every process in the cgroup at `memory_dir`.
 pub fn page_out_resident(memory_dir: &Path) -> Result<PageOutReport, PageOutError> {
     let started = Instant::now();
-    let procs_path = memory_dir.join("cgroup.procs");
-    let procs = std::fs::read_to_string(&procs_path).map_err(|error| PageOutError::Read {
-        path: procs_path,
-        error,
-    })?;
+    let pids = cgroup_pids(memory_dir)?;
     let page = page_size();
     let mut report = PageOutReport::default();
-    for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+    for pid in pids.iter().copied() {
         let pidfd = match pidfd_open(pid) {
             Ok(fd) => fd,
             Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
@@ -402,15 +409,11 @@ pub async fn reclaim_for_suspend(
 /// `budget` bytes of address space (all of it when `None`).
 pub fn page_out(memory_dir: &Path, budget: Option<u64>) -> Result<PageOutReport, PageOutError> {
     let started = Instant::now();
-    let procs_path = memory_dir.join("cgroup.procs");
-    let procs = std::fs::read_to_string(&procs_path).map_err(|error| PageOutError::Read {
-        path: procs_path,
-        error,
-    })?;
+    let pids = cgroup_pids(memory_dir)?;
     let mut report = PageOutReport::default();
     let mut remaining = budget.unwrap_or(u64::MAX);
     let mut any_call_worked = false;
-    for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+    for pid in pids.iter().copied() {
         if remaining == 0 {
             break;
         }
