@@ -59,14 +59,31 @@ pub fn provider() -> Arc<CryptoProvider> {
 
 /// The only way the crate builds reqwest clients: it makes sure a rustls provider is
 /// installed first, which reqwest needs even for plain `http://` clients.
+///
+/// Where the system has no trust store at all (a `FROM scratch` image), reqwest's
+/// platform verifier cannot start and every client, even a plain-HTTP one, would fail to
+/// build; such a process gets clients with an empty set of roots instead, so that HTTP
+/// works and HTTPS trusts only the CAs a caller adds.
 #[allow(clippy::disallowed_methods)]
 pub fn http_client_builder() -> reqwest::ClientBuilder {
     static INSTALL: Once = Once::new();
+    static SYSTEM_ROOTS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     INSTALL.call_once(|| {
         // Err only when another provider was installed first, which serves as well.
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
-    reqwest::Client::builder()
+    let system_roots = *SYSTEM_ROOTS.get_or_init(|| match reqwest::Client::builder().build() {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, "no system trust store: HTTPS trusts only configured CAs");
+            false
+        }
+    });
+    if system_roots {
+        reqwest::Client::builder()
+    } else {
+        reqwest::Client::builder().tls_certs_only(Vec::new())
+    }
 }
 
 fn read_public(path: &Path, what: &'static str) -> Result<Vec<u8>, TlsError> {
