@@ -52,6 +52,36 @@ enum Command {
     Sim(preemptor::sim::cli::SimArgs),
     /// Follow a controller's preemption log.
     Logs(preemptor::controller::cli::LogsArgs),
+    /// Create bearer-token files for the agent and controller APIs.
+    Token(TokenArgs),
+}
+
+#[derive(clap::Args)]
+#[command(
+    long_about = "Create bearer-token files: 32 random bytes from the kernel, written as 64 hex \
+digits to each FILE that does not exist yet, with mode 600 (what the agent and controller \
+demand). A FILE that already holds a valid token is kept, so the command is safe to re-run; \
+one that fails the checks (group- or world-readable, empty, not a regular file) is an error \
+and is left untouched.",
+    after_help = "Example: preemptor token /etc/preemptor/agent.token"
+)]
+struct TokenArgs {
+    /// Token files to create.
+    #[arg(required = true)]
+    files: Vec<std::path::PathBuf>,
+}
+
+fn create_tokens(args: &TokenArgs) -> anyhow::Result<()> {
+    use preemptor::config::secret::{TokenFile, create_token_file};
+    for f in &args.files {
+        let done = create_token_file(f)?;
+        let said = match done {
+            TokenFile::Created => "created",
+            TokenFile::Kept => "kept (already a valid token file)",
+        };
+        println!("{}: {said}", f.display());
+    }
+    Ok(())
 }
 
 fn init_tracing(format: LogFormatArg) {
@@ -134,6 +164,10 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Logs(args) => {
             runtime()?.block_on(preemptor::controller::cli::logs(args))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Token(args) => {
+            create_tokens(&args)?;
             Ok(ExitCode::SUCCESS)
         }
     }
