@@ -98,6 +98,11 @@ pub struct AgentArgs {
     #[arg(long, requires = "tls_key", env = "PREEMPTOR_AGENT_TLS_CERT")]
     pub tls_cert: Option<PathBuf>,
 
+    /// This node's NodeManager web address (e.g. http://nm1:8042). When set, the agent
+    /// changes only containers that NodeManager lists in /ws/v1/node/containers: needed
+    /// where several NodeManagers share one Docker daemon (the compose cluster).
+    #[arg(long, env = "PREEMPTOR_AGENT_NODEMANAGER")]
+    pub nodemanager: Option<String>,
     /// The PEM private key of --tls-cert (mode 600 or stricter).
     #[arg(long, requires = "tls_cert", env = "PREEMPTOR_AGENT_TLS_KEY")]
     pub tls_key: Option<PathBuf>,
@@ -198,6 +203,7 @@ impl AgentArgs {
             memory_timeout: self.memory_timeout,
             proactive_reclaim: !self.no_proactive_reclaim,
             tls,
+            nodemanager: self.nodemanager.clone(),
         })
     }
 }

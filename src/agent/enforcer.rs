@@ -28,6 +28,7 @@ use super::limits::{
     RealTarget, validate_target,
 };
 use super::metrics::{self, Metrics};
+use super::nodemanager::{NodeManager, NodeManagerError};
 use super::store::{LoadReport, StateStore, StoreError, StoredContainer};
 use super::unix_ms;
 use super::writer::{LimitWriter, Outcome, WriteError, WritePath, WriteTarget};
@@ -50,6 +51,15 @@ pub enum Error {
         "{reference} is Docker container {name:?}, whose name is not a YARN container id; the agent never touches it"
     )]
     NotYarn { reference: String, name: String },
+    #[error(
+        "{container} is not on this node: NodeManager {nodemanager} does not list it; the agent never touches it"
+    )]
+    NotOnThisNode {
+        container: ContainerId,
+        nodemanager: String,
+    },
+    #[error(transparent)]
+    NodeManager(#[from] NodeManagerError),
     #[error(
         "no live lease: a controller must renew the lease (POST /v1/lease) before suspending or shrinking"
     )]
@@ -185,6 +195,8 @@ pub struct Enforcer {
     lease: Mutex<Lease>,
     /// Dirs by Docker id, for listing without an inspect per container.
     dirs_cache: Mutex<HashMap<String, CgroupDirs>>,
+    /// When set, only containers this NodeManager lists are this node's.
+    nodemanager: Option<NodeManager>,
 }
 
 fn validate_reference(r: &str) -> Result<(), Error> {
@@ -302,7 +314,31 @@ impl Enforcer {
             events,
             metrics,
             dirs_cache: Mutex::new(HashMap::new()),
+            nodemanager: None,
         }
+    }
+
+    /// Narrows this agent to the containers `nm` lists (see [`super::nodemanager`]).
+    pub fn with_nodemanager(mut self, nm: NodeManager) -> Enforcer {
+        self.nodemanager = Some(nm);
+        self
+    }
+
+    /// Refuses a container that is neither changed by this agent already nor listed by
+    /// its NodeManager (when one is configured).
+    async fn check_on_this_node(&self, id: ContainerId) -> Result<(), Error> {
+        let Some(nm) = &self.nodemanager else {
+            return Ok(());
+        };
+        if lock(&self.tracked).contains_key(&id) || nm.lists(id).await? {
+            return Ok(());
+        }
+        self.metrics.inc(metrics::REFUSED, &[]);
+        tracing::warn!(container = %id, nodemanager = nm.url(), "refused: not listed by this node's NodeManager");
+        Err(Error::NotOnThisNode {
+            container: id,
+            nodemanager: nm.url().to_string(),
+        })
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<AgentEvent> {
@@ -514,10 +550,13 @@ impl Enforcer {
                     Err(e) => return Err(e.into()),
                 };
                 match insp.name.parse::<ContainerId>() {
-                    Ok(id) => Ok(Resolved {
-                        id,
-                        inspected: Some(insp),
-                    }),
+                    Ok(id) => {
+                        self.check_on_this_node(id).await?;
+                        Ok(Resolved {
+                            id,
+                            inspected: Some(insp),
+                        })
+                    }
                     Err(_) => {
                         self.metrics.inc(metrics::REFUSED, &[]);
                         tracing::warn!(reference, docker_id = %insp.docker_id, name = %insp.name, "refused: not a YARN container");
@@ -1602,11 +1641,20 @@ impl Enforcer {
                 .map(|id| self.status_of(id, String::new(), true, None))
                 .collect());
         };
+        let listed = match &self.nodemanager {
+            Some(nm) => Some(nm.containers(false).await?),
+            None => None,
+        };
         let mut out = BTreeMap::new();
         for (docker_id, name) in docker.list_running().await? {
             let Ok(id) = name.parse::<ContainerId>() else {
                 continue;
             };
+            if listed.as_ref().is_some_and(|l| !l.contains(&id))
+                && !lock(&self.tracked).contains_key(&id)
+            {
+                continue;
+            }
             let cached = lock(&self.dirs_cache).get(&docker_id).cloned();
             let dirs = match cached {
                 Some(d) => Some(d),

@@ -20,6 +20,7 @@ pub mod enforcer;
 pub mod lease;
 pub mod limits;
 pub mod metrics;
+pub mod nodemanager;
 pub mod reclaim;
 pub mod server;
 pub mod store;
@@ -74,6 +75,9 @@ pub struct AgentConfig {
     /// Serve HTTPS with this configuration ([`crate::tls::server_config`]); plain HTTP
     /// when `None`.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// The NodeManager whose containers are this node's (`--nodemanager`); without it,
+    /// every YARN container on the Docker daemon is.
+    pub nodemanager: Option<String>,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -87,6 +91,7 @@ impl std::fmt::Debug for AgentConfig {
             .field("dry_run", &self.dry_run)
             .field("lease_timeout", &self.lease_timeout)
             .field("tls", &self.tls.is_some())
+            .field("nodemanager", &self.nodemanager)
             .finish_non_exhaustive()
     }
 }
@@ -110,12 +115,18 @@ impl AgentConfig {
             memory_timeout: Duration::from_secs(60),
             proactive_reclaim: true,
             tls: None,
+            nodemanager: None,
         }
     }
 }
 
+/// How long a NodeManager has to list its containers.
+const NODEMANAGER_TIMEOUT: Duration = Duration::from_secs(5);
+
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    #[error(transparent)]
+    NodeManager(#[from] nodemanager::NodeManagerError),
     #[error("the agent token must not be empty")]
     EmptyToken,
     #[error(transparent)]
@@ -210,13 +221,16 @@ pub async fn start(config: AgentConfig) -> Result<RunningAgent, StartError> {
         Some((s, report, records)) => (Some((s, report)), records),
         None => (None, Vec::new()),
     };
-    let enforcer = Arc::new(Enforcer::new(
-        runtime,
-        settings,
-        store,
-        metrics,
-        Instant::now(),
-    ));
+    let mut enforcer = Enforcer::new(runtime, settings, store, metrics, Instant::now());
+    if let Some(url) = &config.nodemanager {
+        let nm = nodemanager::NodeManager::new(url, NODEMANAGER_TIMEOUT)?;
+        tracing::info!(
+            nodemanager = nm.url(),
+            "only containers this NodeManager lists are changed"
+        );
+        enforcer = enforcer.with_nodemanager(nm);
+    }
+    let enforcer = Arc::new(enforcer);
     let (kept, dropped) = enforcer
         .reconcile(records)
         .await

@@ -72,7 +72,8 @@ pub fn error_status(e: &Error) -> StatusCode {
         Error::UnknownContainer(_) | Error::Docker(DockerError::NotFound(_)) => {
             StatusCode::NOT_FOUND
         }
-        Error::NotYarn { .. } => StatusCode::FORBIDDEN,
+        Error::NotYarn { .. } | Error::NotOnThisNode { .. } => StatusCode::FORBIDDEN,
+        Error::NodeManager(_) => StatusCode::SERVICE_UNAVAILABLE,
         Error::NoLease
         | Error::Lease(LeaseError::HeldByOther { .. })
         | Error::Conflict(_)
@@ -96,6 +97,8 @@ pub fn error_code(e: &Error) -> &'static str {
         Error::Lease(LeaseError::BadTimeout(_) | LeaseError::BadIdentity) => "bad_request",
         Error::UnknownContainer(_) | Error::Docker(DockerError::NotFound(_)) => "unknown_container",
         Error::NotYarn { .. } => "not_yarn",
+        Error::NotOnThisNode { .. } => "not_on_this_node",
+        Error::NodeManager(_) => "unavailable",
         Error::NoLease | Error::Lease(_) => "lease",
         Error::Conflict(_)
         | Error::Vanished(_)
