@@ -198,6 +198,70 @@ mod tests {
             .collect()
     }
 
+    /// Every `preemptor ...` (or `cargo run --release -- ...`) command in the shell blocks of
+    /// README.md and docs/*.md, with the file and line it starts on.
+    fn documented_commands() -> Vec<(String, Vec<String>)> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut files = vec![root.join("README.md")];
+        let mut docs: Vec<_> = std::fs::read_dir(root.join("docs"))
+            .expect("docs/")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "md"))
+            .collect();
+        docs.sort();
+        files.extend(docs);
+        let mut out = Vec::new();
+        for file in files {
+            let text = std::fs::read_to_string(&file).expect("readable doc");
+            let mut in_shell = false;
+            let mut pending: Option<(usize, String)> = None;
+            for (i, line) in text.lines().enumerate() {
+                let t = line.trim();
+                if let Some(lang) = t.strip_prefix("```") {
+                    in_shell = !in_shell && matches!(lang, "sh" | "bash" | "shell" | "console");
+                    continue;
+                }
+                if !in_shell {
+                    continue;
+                }
+                let (start, mut joined) = pending.take().unwrap_or((i + 1, String::new()));
+                joined.push_str(t.trim_start_matches("$ "));
+                if let Some(rest) = joined.strip_suffix('\\') {
+                    pending = Some((start, format!("{rest} ")));
+                    continue;
+                }
+                let code = joined.split(" #").next().unwrap_or_default();
+                for segment in code.split(['|', ';']).flat_map(|s| s.split("&&")) {
+                    let words: Vec<String> =
+                        segment.split_whitespace().map(str::to_string).collect();
+                    let args = match words.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+                        ["preemptor", ..] => words[1..].to_vec(),
+                        ["cargo", "run", "--release", "--", ..] => words[4..].to_vec(),
+                        _ => continue,
+                    };
+                    let place = format!("{}:{start}", file.display());
+                    out.push((place, args));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_command_in_the_docs_is_one_this_binary_accepts() {
+        let commands = documented_commands();
+        assert!(commands.len() >= 20, "found only {commands:?}");
+        for (place, args) in commands {
+            let words = std::iter::once("preemptor".to_string()).chain(args.iter().cloned());
+            if let Err(e) = Cli::try_parse_from(words) {
+                panic!(
+                    "{place}: `preemptor {}` does not parse: {e}",
+                    args.join(" ")
+                );
+            }
+        }
+    }
+
     #[test]
     fn the_shipped_systemd_units_start_commands_this_binary_accepts() {
         let units = [
