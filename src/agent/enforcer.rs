@@ -35,6 +35,9 @@ use super::writer::{LimitWriter, Outcome, WriteError, WritePath, WriteTarget};
 use crate::cluster::{ContainerId, ContainerState};
 use crate::resources::{Limits, Resource};
 
+/// Smallest gap a memory step leaves between the limit and the container's usage.
+const STEP_HEADROOM: u64 = 32 * MIB;
+
 /// CPU of a container frozen because it was swapping: BIG-C's 1% of a core.
 pub const FREEZE_CPU_MILLIS: u32 = 10;
 
@@ -1207,7 +1210,12 @@ impl Enforcer {
                             secs: started.elapsed().as_secs(),
                         });
                     }
-                    let mid = (attempt / 2 + reached / 2) / MIB * MIB;
+                    // A limit just above what is resident leaves no room for a new thread's
+                    // stack or a page of cache, and the memcg OOM-kills the task (seen
+                    // without swap): step no closer to the usage than STEP_HEADROOM.
+                    let usage_now = dirs.sample().map_or(reached, |s| s.memory_usage_bytes);
+                    let floor = usage_now.saturating_add(STEP_HEADROOM);
+                    let mid = (attempt / 2 + reached / 2).max(floor) / MIB * MIB;
                     if reached.saturating_sub(attempt) > 2 * MIB && mid > attempt && mid < reached {
                         tracing::debug!(container = %id, from_mb = reached / MIB, try_mb = mid / MIB, "memory busy; trying a smaller step");
                         attempt = mid;
