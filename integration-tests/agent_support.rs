@@ -323,12 +323,12 @@ impl Drop for ChildAgent {
 /// (across test processes too), so that one test's reclaim I/O cannot decide whether
 /// another's thrashing container is OOM-killed. The lock is an abstract unix socket:
 /// released when closed, also if the process dies, and it leaves no file behind.
-struct SwapLock {
+pub struct SwapLock {
     _socket: std::os::unix::net::UnixListener,
 }
 
 impl SwapLock {
-    fn acquire() -> Result<SwapLock, String> {
+    pub fn acquire() -> Result<SwapLock, String> {
         use std::os::linux::net::SocketAddrExt;
         use std::os::unix::net::{SocketAddr, UnixListener};
         let addr = SocketAddr::from_abstract_name(b"preemptor-test-swap-lock")

@@ -21,7 +21,9 @@ use preemptor::emulator::workload::WorkloadSpec;
 use preemptor::emulator::{Emulator, EmulatorConfig, EmulatorHandle, RuntimeChoice};
 use preemptor::resources::Resource;
 
-use crate::agent_support::{InProcessAgent, TOKEN, cgroup_dirs, read_limits, start_agent};
+use crate::agent_support::{
+    InProcessAgent, SwapLock, TOKEN, cgroup_dirs, read_limits, start_agent_with,
+};
 use crate::common::{TestImage, docker_or_skip};
 use crate::emulator_support::{EmulatorGuard, submit, wait_until};
 
@@ -75,9 +77,19 @@ impl Cluster {
 /// 2 NodeManagers of 4 GB and 8 vcores, memory-bound: a long job's 1 GB AM and seven
 /// 1 GB tasks fill them.
 async fn long_jobs_fill_the_cluster(test: &str) -> Option<Cluster> {
+    long_jobs_fill_the_cluster_with(test, 4, |_| {}).await
+}
+
+/// [`long_jobs_fill_the_cluster`] with tasks that each keep `resident_mb` of memory
+/// touched, and the agent's configuration changed by `tune`.
+async fn long_jobs_fill_the_cluster_with(
+    test: &str,
+    resident_mb: u64,
+    tune: impl FnOnce(&mut preemptor::agent::AgentConfig),
+) -> Option<Cluster> {
     let docker = docker_or_skip(test).await?;
     let image = TestImage::build(&docker, "preemptor-ctl").await;
-    let agent = start_agent(WritePath::Docker, Duration::from_secs(30)).await;
+    let agent = start_agent_with(WritePath::Docker, Duration::from_secs(30), tune).await;
     let mut config = EmulatorConfig::local(2, Resource::new(4096, 8), RuntimeChoice::Docker);
     config.image = Some(image.tag.clone());
     config.heartbeat_interval = Duration::from_millis(200);
@@ -96,10 +108,10 @@ async fn long_jobs_fill_the_cluster(test: &str) -> Option<Cluster> {
         agent,
         long: BTreeMap::new(),
     };
-    let spec = WorkloadSpec::parse(
-        r#"{"kernel":"burn","args":["--iterations","0","--rounds-millions","1","--memory-mb","4"],
-            "tasks":7,"memoryMb":1024,"vcores":1}"#,
-    )
+    let spec = WorkloadSpec::parse(&format!(
+        r#"{{"kernel":"burn","args":["--iterations","0","--rounds-millions","1","--memory-mb","{resident_mb}"],
+            "tasks":7,"memoryMb":1024,"vcores":1}}"#
+    ))
     .expect("spec");
     let app: ApplicationId = submit(
         cluster.h().rm_url(),
@@ -809,5 +821,126 @@ async fn an_rm_answering_500s_stops_new_preemptions_keeps_leases_and_the_control
     controller.shutdown(false).await.expect("shutdown");
     assert_all_original(&cluster);
     drop(link);
+    stop(cluster).await;
+}
+
+/// Docker refusing a memory update (the kernel cannot take a container's resident memory
+/// below the suspend footprint: no swap) fails the controller's action with Docker's reason;
+/// the agent puts the CPU back, so no container is left half-changed, and the controller
+/// tries again at later ticks while the short job waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_refusing_an_update_fails_the_action_with_its_reason_and_leaves_nothing_half_changed()
+ {
+    let test = "docker_refusing_an_update_fails_the_action_with_its_reason_and_leaves_nothing_half_changed";
+    // No swap-using test may add swap meanwhile: without swap the refusal is certain.
+    let _no_swap = SwapLock::acquire().expect("swap lock");
+    let swaps = std::fs::read_to_string("/proc/swaps").expect("/proc/swaps");
+    if swaps.lines().count() > 1 {
+        // With swap the kernel can page the memory out and Docker does not refuse.
+        eprintln!("SKIPPED {test}: this machine has swap, so Docker would not refuse:\n{swaps}");
+        return;
+    }
+    let Some(cluster) = long_jobs_fill_the_cluster_with(test, 200, |c| {
+        c.memory_timeout = Duration::from_secs(2);
+    })
+    .await
+    else {
+        return;
+    };
+    if cluster
+        .long
+        .values()
+        .next()
+        .is_some_and(|(dirs, _)| dirs.version == preemptor::agent::limits::CgroupVersion::V2)
+    {
+        eprintln!("SKIPPED {test}: cgroup v2 OOM-kills on memory.max instead of refusing");
+        stop(cluster).await;
+        return;
+    }
+    // The tasks touch their memory after their first round of work: wait until it is
+    // resident in every one, or a suspension would find little to refuse.
+    let t = Instant::now();
+    while !cluster.long.values().all(|(dirs, _)| {
+        dirs.sample()
+            .is_ok_and(|s| s.memory_usage_bytes >= 150 << 20)
+    }) {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the long tasks did not touch their 200 MB within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let controller = start(cluster.controller_config(30_000))
+        .await
+        .expect("controller starts");
+    let mut events = controller.hub().subscribe();
+    let proxy = controller.proxy_url().expect("proxy on");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let app: ApplicationId = submit(
+        &proxy,
+        "tpch-q6",
+        "short",
+        &short_spec(),
+        Resource::new(448, 1),
+    )
+    .await
+    .parse()
+    .expect("application id");
+
+    let t0 = Instant::now();
+    let mut failed = Vec::new();
+    while failed.len() < 2 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "fewer than 2 failed suspensions within 60 s: {failed:?}"
+        );
+        let Ok(Ok(e)) = tokio::time::timeout(Duration::from_secs(1), events.recv()).await else {
+            continue;
+        };
+        let ControllerEvent::Action(a) = e else {
+            continue;
+        };
+        match (&a.action[..], &a.outcome) {
+            ("suspend", Outcome::Failed { reason }) => {
+                let id: ContainerId = a
+                    .container
+                    .as_deref()
+                    .and_then(|c| c.parse().ok())
+                    .expect("the action names its container");
+                // Whole: CPU and memory as they were, not CPU lowered with memory kept.
+                let (dirs, original) = &cluster.long[&id];
+                let now = read_limits(dirs);
+                assert!(
+                    now.same_enforcement(original),
+                    "{id} left half-changed after the failed suspension: {now:?} vs {original:?}"
+                );
+                failed.push(reason.clone());
+            }
+            ("suspend", Outcome::Applied) => {
+                panic!("a suspension was applied although Docker cannot lower the memory: {a:?}")
+            }
+            _ => {}
+        }
+    }
+    for reason in &failed {
+        // Docker's words (runc's "unable to set memory limit ... (current usage ...)"), or
+        // the agent's after its stepped retries met the kernel's "device or resource busy".
+        assert!(
+            reason.contains("unable to set memory limit")
+                || reason.contains("device or resource busy"),
+            "the failure carries Docker's reason: {reason}"
+        );
+    }
+    println!(
+        "Docker refused: {} failed suspensions in {:.1} s, each rolled back whole: {}",
+        failed.len(),
+        t0.elapsed().as_secs_f64(),
+        failed[0]
+    );
+    let rm = preemptor::yarn::RmClient::new(&cluster.controller_config(30_000).settings.rm)
+        .expect("rm client");
+    rm.kill_app(&app).await.expect("kill the short job");
+    controller.shutdown(false).await.expect("shutdown");
+    assert_all_original(&cluster);
     stop(cluster).await;
 }
