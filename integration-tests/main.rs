@@ -10,6 +10,7 @@ mod agent_limits;
 mod agent_support;
 mod check_config;
 mod common;
+mod compose;
 mod controller_api;
 mod controller_e2e;
 mod controller_load;

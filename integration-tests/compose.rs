@@ -1,0 +1,737 @@
+//! `docker-compose.yml` end to end: the emulated RM, three NodeManager hosts (an emulated
+//! NodeManager and an agent each) and the controller, as containers on a private network,
+//! from the image `deploy/compose/build-image.sh` builds. A long job fills the cluster and
+//! a short job makes the controller suspend a long container; then, one after another:
+//! - the suspended container's agent is killed (SIGKILL) and started again: it recovers
+//!   the container from its state volume, still suspended;
+//! - the RM is frozen (`docker pause`) for three lease timeouts: no new preemption, the
+//!   suspension is kept, the controller says the RM is unreachable, and recovers after;
+//! - the agent is cut off (`docker network disconnect`): it resumes the container at lease
+//!   expiry; reconnected, the controller reconciles and no action fails;
+//! - the controller is killed (SIGKILL) with a container suspended: every agent resumes
+//!   everything at lease expiry; started again, the controller rebuilds its view.
+//!
+//! At the end every long container's cgroup limits are read back: nothing is left
+//! throttled.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bollard::Docker;
+use preemptor::agent::cgroup::CgroupDirs;
+use preemptor::agent::limits::CgroupLimits;
+use preemptor::emulator::docker::INSTANCE_LABEL;
+use preemptor::emulator::workload::WorkloadSpec;
+use preemptor::resources::Resource;
+use serde_json::Value;
+
+use crate::agent_support::{cgroup_dirs, read_limits};
+use crate::common::{block_on_cleanup, docker_or_skip, unique_name};
+use crate::emulator_support::submit;
+
+/// Lease the controller gives the agents: short, so that lease expiry is quick to see.
+const LEASE: Duration = Duration::from_secs(6);
+const NODE_MEMORY_MB: u64 = 4096;
+
+/// One docker-compose project, taken down with everything it made when dropped.
+struct Compose {
+    docker: Docker,
+    project: String,
+    image: String,
+    /// The token files (PREEMPTOR_SECRETS).
+    secrets: PathBuf,
+}
+
+impl Compose {
+    fn root() -> &'static Path {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+    }
+
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("PREEMPTOR_IMAGE", self.image.clone()),
+            ("PREEMPTOR_PROJECT", self.project.clone()),
+            ("PREEMPTOR_SECRETS", self.secrets.display().to_string()),
+            ("PREEMPTOR_POLICY", "immediate".into()),
+            ("PREEMPTOR_LEASE_MS", LEASE.as_millis().to_string()),
+            ("PREEMPTOR_WORKLOAD_MIX", "none".into()),
+            ("PREEMPTOR_NODE_MEMORY_MB", NODE_MEMORY_MB.to_string()),
+            // A free port on the host's loopback.
+            ("PREEMPTOR_DASHBOARD", "127.0.0.1:".into()),
+            ("RUST_LOG", "info".into()),
+        ]
+    }
+
+    fn command(&self, args: &[&str]) -> std::process::Command {
+        let mut c = std::process::Command::new("docker-compose");
+        c.current_dir(Self::root())
+            .args(["-p", &self.project, "-f", "docker-compose.yml"])
+            .args(args)
+            .envs(self.env());
+        c
+    }
+
+    /// Runs `docker-compose <args>`; its stdout, or its stderr as the error.
+    async fn run(&self, args: &[&str]) -> Result<String, String> {
+        let mut c = tokio::process::Command::from(self.command(args));
+        c.kill_on_drop(true);
+        let out = c
+            .output()
+            .await
+            .map_err(|e| format!("running docker-compose {args:?}: {e}"))?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(format!(
+                "docker-compose {args:?}: {}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    }
+
+    /// The Docker name of `service`'s container (docker-compose 1.x naming).
+    fn container(&self, service: &str) -> String {
+        format!("{}_{service}_1", self.project)
+    }
+
+    fn network(&self) -> String {
+        format!("{}_yarn", self.project)
+    }
+
+    /// `service`'s address on the compose network, reachable from this host.
+    async fn ip(&self, service: &str) -> String {
+        let name = self.container(service);
+        let i = self
+            .docker
+            .inspect_container(&name, None)
+            .await
+            .unwrap_or_else(|e| panic!("inspecting {name}: {e}"));
+        i.network_settings
+            .and_then(|n| n.networks)
+            .and_then(|mut n| n.remove(&self.network()))
+            .and_then(|n| n.ip_address)
+            .filter(|ip| !ip.is_empty())
+            .unwrap_or_else(|| panic!("{name} has no address on {}", self.network()))
+    }
+
+    fn token(&self, file: &str) -> String {
+        std::fs::read_to_string(self.secrets.join(file))
+            .unwrap_or_else(|e| panic!("reading {file}: {e}"))
+            .trim()
+            .to_string()
+    }
+
+    async fn docker_cli(&self, args: &[&str]) {
+        let out = tokio::process::Command::new("docker")
+            .args(args)
+            .output()
+            .await
+            .unwrap_or_else(|e| panic!("docker {args:?}: {e}"));
+        assert!(
+            out.status.success(),
+            "docker {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Task containers the project's NodeManagers launched, by name, with the
+    /// NodeManager (service) each is on.
+    async fn task_containers(&self) -> BTreeMap<String, String> {
+        let list = self
+            .docker
+            .list_containers(Some(bollard::query_parameters::ListContainersOptions {
+                all: true,
+                filters: Some([("label".to_string(), vec![INSTANCE_LABEL.to_string()])].into()),
+                ..Default::default()
+            }))
+            .await
+            .expect("listing containers");
+        let prefix = format!("{}-", self.project);
+        list.into_iter()
+            .filter_map(|c| {
+                let nm = c
+                    .labels?
+                    .get(INSTANCE_LABEL)?
+                    .strip_prefix(&prefix)?
+                    .to_string();
+                let name = c
+                    .names?
+                    .into_iter()
+                    .next()?
+                    .trim_start_matches('/')
+                    .to_string();
+                Some((name, nm))
+            })
+            .collect()
+    }
+}
+
+impl Drop for Compose {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            if let Ok(out) = self.command(&["logs", "--no-color", "--tail=60"]).output() {
+                eprintln!("{}", String::from_utf8_lossy(&out.stdout));
+            }
+        }
+        match self
+            .command(&["down", "--volumes", "--remove-orphans", "--timeout", "20"])
+            .output()
+        {
+            Ok(o) if !o.status.success() => {
+                eprintln!(
+                    "docker-compose down: {}",
+                    String::from_utf8_lossy(&o.stderr)
+                )
+            }
+            Err(e) => eprintln!("docker-compose down: {e}"),
+            Ok(_) => {}
+        }
+        let docker = self.docker.clone();
+        let project = self.project.clone();
+        let image = self.image.clone();
+        block_on_cleanup(async move {
+            // Task containers of NodeManagers that did not get to clean up themselves.
+            for nm in ["nm1", "nm2", "nm3"] {
+                let instance = format!("{project}-{nm}");
+                if let Err(e) = preemptor::emulator::docker::remove_instance_containers(
+                    &docker,
+                    &instance,
+                    Default::default(),
+                )
+                .await
+                {
+                    eprintln!("removing the task containers of {instance}: {e}");
+                }
+            }
+            let opts = bollard::query_parameters::RemoveImageOptions {
+                force: true,
+                ..Default::default()
+            };
+            if let Err(e) = docker.remove_image(&image, Some(opts), None).await {
+                eprintln!("removing image {image}: {e}");
+            }
+        });
+        let _ = std::fs::remove_dir_all(&self.secrets);
+    }
+}
+
+/// HTTP with a bearer token.
+struct Api {
+    http: reqwest::Client,
+}
+
+impl Api {
+    fn new() -> Api {
+        Api {
+            http: preemptor::tls::http_client_builder()
+                .timeout(Duration::from_secs(10))
+                .build()
+                .expect("http client"),
+        }
+    }
+
+    async fn get(&self, url: &str, token: Option<&str>) -> Result<Value, String> {
+        let mut req = self.http.get(url);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.map_err(|e| format!("GET {url}: {e}"))?;
+        if !resp.status().is_success() {
+            return Err(format!("GET {url}: {}", resp.status()));
+        }
+        resp.json().await.map_err(|e| format!("GET {url}: {e}"))
+    }
+}
+
+/// Polls `check` every 250 ms until it returns `Some`, for at most `timeout`.
+async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The long job's task containers, with their cgroups and the limits they started with.
+struct Long {
+    containers: BTreeMap<String, (String, CgroupDirs, CgroupLimits)>,
+}
+
+impl Long {
+    /// Names (and NodeManagers) of the containers whose CPU is below their start.
+    fn throttled(&self) -> Vec<(String, String)> {
+        self.containers
+            .iter()
+            .filter(|(_, (_, dirs, original))| {
+                dirs.read_limits()
+                    .is_ok_and(|now| now.cpu_quota_us < original.cpu_quota_us)
+            })
+            .map(|(name, (nm, _, _))| (name.clone(), nm.clone()))
+            .collect()
+    }
+
+    fn is_original(&self, name: &str) -> bool {
+        let (_, dirs, original) = &self.containers[name];
+        dirs.read_limits()
+            .is_ok_and(|now| now.same_enforcement(original))
+    }
+
+    fn assert_all_original(&self) {
+        for (name, (_, dirs, original)) in &self.containers {
+            let now = dirs
+                .read_limits()
+                .unwrap_or_else(|e| panic!("reading the cgroup of {name}: {e}"));
+            assert!(
+                now.same_enforcement(original),
+                "{name} is not back at its original limits: {now:?} vs {original:?}"
+            );
+        }
+    }
+}
+
+fn long_spec() -> WorkloadSpec {
+    WorkloadSpec::parse(
+        r#"{"kernel":"burn","args":["--iterations","0","--rounds-millions","1","--memory-mb","4"],
+            "tasks":5,"memoryMb":2048,"vcores":1}"#,
+    )
+    .expect("spec")
+}
+
+fn short_spec() -> WorkloadSpec {
+    WorkloadSpec::parse(
+        r#"{"kernel":"burn","args":["--iterations","0","--rounds-millions","1","--memory-mb","4"],
+            "tasks":1,"memoryMb":1024,"vcores":1}"#,
+    )
+    .expect("spec")
+}
+
+async fn kill_app(rm: &str, app: &str) {
+    let resp = Api::new()
+        .http
+        .put(format!(
+            "{rm}/ws/v1/cluster/apps/{app}/state?user.name=tester"
+        ))
+        .json(&serde_json::json!({"state": "KILLED"}))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("killing {app}: {e}"));
+    assert!(
+        resp.status().is_success(),
+        "killing {app}: {}",
+        resp.status()
+    );
+}
+
+/// The controller's preemption log: (action, container, outcome status).
+async fn actions(api: &Api, controller: &str, token: &str) -> Vec<(String, String, String)> {
+    let v = api
+        .get(&format!("{controller}/api/v1/actions"), Some(token))
+        .await
+        .expect("the controller's actions");
+    v["actions"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|x| {
+                    (
+                        x["action"].as_str().unwrap_or_default().to_string(),
+                        x["container"].as_str().unwrap_or_default().to_string(),
+                        x["outcome"]["status"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_compose_cluster_preempts_and_survives_agent_rm_network_and_controller_faults() {
+    let test = "the_compose_cluster_preempts_and_survives_agent_rm_network_and_controller_faults";
+    let Some(docker) = docker_or_skip(test).await else {
+        return;
+    };
+    let project = unique_name("pcompose").replace('-', "");
+    let secrets = std::env::temp_dir().join(format!("{project}-secrets"));
+    let compose = Compose {
+        docker: docker.clone(),
+        image: format!("{project}:test"),
+        project,
+        secrets,
+    };
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_preemptor"))
+        .parent()
+        .expect("binary directory")
+        .to_path_buf();
+    let built = tokio::process::Command::new(Compose::root().join("deploy/compose/build-image.sh"))
+        .arg("--bin-dir")
+        .arg(&bin_dir)
+        .arg(&compose.image)
+        .output()
+        .await
+        .expect("running build-image.sh");
+    assert!(
+        built.status.success(),
+        "build-image.sh: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    compose.run(&["up", "-d"]).await.expect("docker-compose up");
+
+    let api = Api::new();
+    let rm = format!("http://{}:8088", compose.ip("rm").await);
+    let port = compose
+        .run(&["port", "controller", "8090"])
+        .await
+        .expect("the dashboard's published port");
+    let controller = format!("http://{}", port.trim());
+    let ctl_token = compose.token("controller.token");
+    let agent_token = compose.token("agent.token");
+
+    // The controller sees the RM and three nodes, each with its agent.
+    eventually(
+        Duration::from_secs(120),
+        "the controller to see 3 nodes with agents",
+        || async {
+            let s = api
+                .get(&format!("{controller}/api/v1/status"), Some(&ctl_token))
+                .await
+                .ok()?;
+            let nodes = s["nodes"].as_array()?;
+            (s["rmReachable"] == true
+                && nodes.len() == 3
+                && nodes.iter().all(|n| n["agentReachable"] == true))
+            .then_some(())
+        },
+    )
+    .await;
+    // The dashboard is served without changing anything: every route is a GET.
+    let page = api
+        .http
+        .get(format!("{controller}/?token={ctl_token}"))
+        .send()
+        .await
+        .expect("dashboard");
+    assert!(page.status().is_success());
+    let post = api
+        .http
+        .post(format!("{controller}/api/v1/status"))
+        .bearer_auth(&ctl_token)
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(
+        post.status().as_u16(),
+        405,
+        "the dashboard API is read-only"
+    );
+
+    // A long job of five 2 GB tasks and a 1 GB AM: 11 of the 12 GB.
+    let long_app = submit(
+        &rm,
+        "hibench-long",
+        "long",
+        &long_spec(),
+        Resource::new(1024, 1),
+    )
+    .await;
+    let tasks = eventually(
+        Duration::from_secs(120),
+        "6 running task containers",
+        || async {
+            let t = compose.task_containers().await;
+            let running = eventually_running(&docker, &t).await;
+            (running.len() == 6).then_some(running)
+        },
+    )
+    .await;
+    let mut long = Long {
+        containers: BTreeMap::new(),
+    };
+    for (name, nm) in &tasks {
+        let dirs = cgroup_dirs(&docker, name).await;
+        let original = read_limits(&dirs);
+        // The AM is the smaller one; only task containers are preemption victims here.
+        if original.memory_bytes == Some(2048 << 20) {
+            long.containers
+                .insert(name.clone(), (nm.clone(), dirs, original));
+        }
+    }
+    assert_eq!(
+        long.containers.len(),
+        5,
+        "five 2 GB task containers: {tasks:?}"
+    );
+
+    // A short job: its AM fits in the free 1 GB, its task needs a suspension.
+    let short1 = submit(
+        &rm,
+        "tpch-q6",
+        "short",
+        &short_spec(),
+        Resource::new(1024, 1),
+    )
+    .await;
+    let (victim, victim_nm) = eventually(
+        Duration::from_secs(60),
+        "a suspended long container",
+        || async { long.throttled().into_iter().next() },
+    )
+    .await;
+    let agent_service = victim_nm.replace("nm", "agent");
+    let suspended_limits = long.containers[&victim].1.read_limits().expect("cgroup");
+
+    // 1. The agent killed and started again recovers the suspended container.
+    compose
+        .docker_cli(&[
+            "kill",
+            "--signal",
+            "KILL",
+            &compose.container(&agent_service),
+        ])
+        .await;
+    compose
+        .docker_cli(&["start", &compose.container(&agent_service)])
+        .await;
+    let agent = format!("http://{}:8049", compose.ip(&agent_service).await);
+    let entry = eventually(
+        Duration::from_secs(30),
+        "the restarted agent to answer",
+        || async {
+            api.get(
+                &format!("{agent}/v1/containers/{victim}"),
+                Some(&agent_token),
+            )
+            .await
+            .ok()
+        },
+    )
+    .await;
+    assert_eq!(entry["changed"], true, "{entry}");
+    assert_eq!(entry["state"], "suspended", "{entry}");
+    assert!(
+        long.containers[&victim]
+            .1
+            .read_limits()
+            .is_ok_and(|l| l == suspended_limits),
+        "the suspension survived the agent's restart"
+    );
+
+    // 2. The RM frozen for three lease timeouts: leases are kept, nothing new happens.
+    let before = actions(&api, &controller, &ctl_token).await.len();
+    compose
+        .docker_cli(&["pause", &compose.container("rm")])
+        .await;
+    let paused_at = Instant::now();
+    let mut saw_unreachable = false;
+    while paused_at.elapsed() < LEASE * 3 {
+        assert!(
+            long.containers[&victim]
+                .1
+                .read_limits()
+                .is_ok_and(|l| l == suspended_limits),
+            "{victim} stayed suspended while the RM was unreachable"
+        );
+        if let Ok(s) = api
+            .get(&format!("{controller}/api/v1/status"), Some(&ctl_token))
+            .await
+        {
+            saw_unreachable |= s["rmReachable"] == false;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let during = actions(&api, &controller, &ctl_token).await;
+    assert_eq!(
+        during.len(),
+        before,
+        "no action while the RM was unreachable: {during:?}"
+    );
+    assert!(
+        saw_unreachable,
+        "the controller's status said the RM was unreachable"
+    );
+    compose
+        .docker_cli(&["unpause", &compose.container("rm")])
+        .await;
+    eventually(
+        Duration::from_secs(30),
+        "the controller to reach the RM again",
+        || async {
+            let s = api
+                .get(&format!("{controller}/api/v1/status"), Some(&ctl_token))
+                .await
+                .ok()?;
+            (s["rmReachable"] == true).then_some(())
+        },
+    )
+    .await;
+
+    // 3. The agent cut off from the network resumes the container at lease expiry.
+    let agent_container = compose.container(&agent_service);
+    compose
+        .docker_cli(&[
+            "network",
+            "disconnect",
+            &compose.network(),
+            &agent_container,
+        ])
+        .await;
+    let cut = Instant::now();
+    eventually(
+        LEASE * 3,
+        "the cut-off agent to resume the container",
+        || async { long.is_original(&victim).then_some(()) },
+    )
+    .await;
+    let resumed_after = cut.elapsed();
+    assert!(
+        resumed_after >= LEASE / 2,
+        "resumed by the lease, not at once: {resumed_after:?}"
+    );
+    compose
+        .docker_cli(&["network", "connect", &compose.network(), &agent_container])
+        .await;
+    let reconnected = actions(&api, &controller, &ctl_token).await.len();
+    eventually(
+        Duration::from_secs(60),
+        "the controller to reach the agent again",
+        || async {
+            let s = api
+                .get(&format!("{controller}/api/v1/status"), Some(&ctl_token))
+                .await
+                .ok()?;
+            s["nodes"]
+                .as_array()?
+                .iter()
+                .all(|n| n["agentReachable"] == true)
+                .then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(LEASE).await;
+    let after: Vec<_> = actions(&api, &controller, &ctl_token)
+        .await
+        .split_off(reconnected);
+    assert!(
+        after.iter().all(|(_, _, outcome)| outcome != "failed"),
+        "after reconnection the controller reconciles, no action fails: {after:?}"
+    );
+
+    // The preemption log as docs/compose.md reads it, from the host.
+    let logs = tokio::process::Command::new(env!("CARGO_BIN_EXE_preemptor"))
+        .args(["logs", "--controller", &controller, "--token-file"])
+        .arg(compose.secrets.join("controller.token"))
+        .output()
+        .await
+        .expect("preemptor logs");
+    let text = String::from_utf8_lossy(&logs.stdout);
+    assert!(logs.status.success(), "preemptor logs: {logs:?}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("suspend") && l.contains(&victim)),
+        "the log shows the suspension of {victim}:\n{text}"
+    );
+
+    // 4. The controller killed with a container suspended: the agents resume everything.
+    kill_app(&rm, &short1).await;
+    eventually(
+        Duration::from_secs(60),
+        "every long container back at its limits",
+        || async { long.throttled().is_empty().then_some(()) },
+    )
+    .await;
+    let _short2 = submit(
+        &rm,
+        "tpch-q1",
+        "short",
+        &short_spec(),
+        Resource::new(1024, 1),
+    )
+    .await;
+    eventually(Duration::from_secs(60), "a second suspension", || async {
+        (!long.throttled().is_empty()).then_some(())
+    })
+    .await;
+    compose
+        .docker_cli(&["kill", "--signal", "KILL", &compose.container("controller")])
+        .await;
+    eventually(
+        LEASE * 3,
+        "the agents to resume everything after the controller died",
+        || async { long.throttled().is_empty().then_some(()) },
+    )
+    .await;
+    compose
+        .docker_cli(&["start", &compose.container("controller")])
+        .await;
+    let port = compose
+        .run(&["port", "controller", "8090"])
+        .await
+        .expect("the dashboard's published port");
+    let controller = format!("http://{}", port.trim());
+    eventually(
+        Duration::from_secs(60),
+        "the restarted controller to see the cluster",
+        || async {
+            let s = api
+                .get(&format!("{controller}/api/v1/status"), Some(&ctl_token))
+                .await
+                .ok()?;
+            let nodes = s["nodes"].as_array()?;
+            let containers: usize = nodes
+                .iter()
+                .map(|n| n["containers"].as_array().map_or(0, Vec::len))
+                .sum();
+            (nodes.len() == 3
+                && nodes.iter().all(|n| n["agentReachable"] == true)
+                && containers >= 8)
+                .then_some(())
+        },
+    )
+    .await;
+
+    // The end: short work gone, nothing left throttled.
+    kill_app(&rm, &_short2).await;
+    tokio::time::sleep(LEASE).await;
+    eventually(
+        Duration::from_secs(60),
+        "nothing throttled at the end",
+        || async { long.throttled().is_empty().then_some(()) },
+    )
+    .await;
+    long.assert_all_original();
+    kill_app(&rm, &long_app).await;
+}
+
+/// The containers of `t` that are running, by name, with their NodeManager.
+async fn eventually_running(
+    docker: &Docker,
+    t: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for (name, nm) in t {
+        let running = docker
+            .inspect_container(name, None)
+            .await
+            .ok()
+            .and_then(|i| i.state?.running)
+            .unwrap_or(false);
+        if running {
+            out.insert(name.clone(), nm.clone());
+        }
+    }
+    out
+}
