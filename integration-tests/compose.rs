@@ -57,6 +57,8 @@ impl Compose {
             ("PREEMPTOR_LEASE_MS", LEASE.as_millis().to_string()),
             ("PREEMPTOR_WORKLOAD_MIX", "none".into()),
             ("PREEMPTOR_NODE_MEMORY_MB", NODE_MEMORY_MB.to_string()),
+            // Six busy task containers take 0.3 of a CPU, not 1.5, beside other tests.
+            ("PREEMPTOR_CPU_SCALE", "0.05".into()),
             // A free port on the host's loopback.
             ("PREEMPTOR_DASHBOARD", "127.0.0.1:".into()),
             ("RUST_LOG", "info".into()),
