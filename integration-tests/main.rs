@@ -16,6 +16,7 @@ mod controller_e2e;
 mod controller_load;
 mod docker_smoke;
 mod emulator_docker;
+mod emulator_remote;
 mod emulator_rest;
 mod emulator_support;
 mod operator_scripts;

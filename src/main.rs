@@ -46,6 +46,8 @@ enum Command {
     Controller(preemptor::controller::cli::ControllerArgs),
     /// Run an emulated YARN (RM + NodeManagers) whose containers are real Docker containers.
     Emulate(preemptor::emulator::cli::EmulateArgs),
+    /// Run one emulated YARN NodeManager as its own process, for `emulate --nodemanager`.
+    Nodemanager(preemptor::emulator::nodemanager::cli::NodemanagerArgs),
     /// Run emulator, agent and controller on this machine and compare policies.
     Demo(preemptor::controller::cli::DemoArgs),
     /// Simulate policies and schedulers on a job trace at datacenter scale.
@@ -152,6 +154,10 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Emulate(args) => {
             runtime()?.block_on(preemptor::emulator::cli::run(args))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Nodemanager(args) => {
+            runtime()?.block_on(preemptor::emulator::nodemanager::cli::run(args))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Demo(args) => {

@@ -10,8 +10,10 @@ use crate::resources::Resource;
 use crate::yarn::dto::YarnApplicationState;
 
 use super::mix::{self, MixConfig};
+use super::nodemanager::cli::{default_cpu_scale, parse_node_address};
 use super::queues::QueueSetup;
-use super::{Emulator, EmulatorConfig, EmulatorError, RuntimeChoice};
+use super::runtime::RuntimeKind;
+use super::{Emulator, EmulatorConfig, EmulatorError, RemoteNodeManagers, RuntimeChoice};
 use crate::config;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -51,6 +53,22 @@ pub struct EmulateArgs {
     /// Number of NodeManagers.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=512))]
     pub nodes: u16,
+    /// Use the NodeManager process (`preemptor nodemanager`) at HOST:PORT instead of
+    /// in-process ones; repeat for each. Its node id is HOST:PORT. Cannot be combined with
+    /// --nodes or --nm-base-port. --node-memory-mb/--node-vcores must match the
+    /// NodeManagers' --memory-mb/--vcores, and --runtime says what they run (auto: docker).
+    #[arg(long = "nodemanager", value_name = "HOST:PORT",
+        conflicts_with_all = ["nodes", "nm_base_port"], requires = "nm_token_file")]
+    pub nodemanagers: Vec<String>,
+    /// File (mode 0600) with the bearer token of the NodeManagers' internal API (their
+    /// --token-file).
+    #[arg(long, value_name = "PATH", requires = "nodemanagers")]
+    pub nm_token_file: Option<PathBuf>,
+    /// Seconds a NodeManager may stay unreachable (launches and event streams are
+    /// retried meanwhile) before its containers are reported lost, exit -100
+    /// (yarn.nm.liveness-monitor.expiry-interval-ms).
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
+    pub nm_expiry_secs: u64,
     /// Memory each NodeManager offers (yarn.nodemanager.resource.memory-mb).
     #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u64).range(1..))]
     pub node_memory_mb: u64,
@@ -61,7 +79,9 @@ pub struct EmulateArgs {
     #[arg(long, value_enum, default_value_t = RuntimeChoice::Auto)]
     pub runtime: RuntimeChoice,
     /// Real CPUs a container gets per vcore. Default: this machine's CPUs divided by all
-    /// emulated vcores, so that a full cluster uses the whole machine.
+    /// emulated vcores, so that a full cluster uses the whole machine. With --nodemanager
+    /// the NodeManagers apply their own; the RM uses this only to pick each task's
+    /// --threads, and defaults to the NodeManagers' default (CPUs / --node-vcores).
     #[arg(long)]
     pub cpu_scale: Option<f64>,
     /// Hadoop configuration directory; its capacity-scheduler.xml defines the queues. When
@@ -126,8 +146,39 @@ fn queue_setup(conf_dir: &Path, cluster: Resource) -> Result<(QueueSetup, String
     ))
 }
 
+/// The `--nodemanager` list as the RM's remote NodeManagers, or `None` without one.
+fn remote_nodemanagers(args: &EmulateArgs) -> Result<Option<RemoteNodeManagers>, EmulatorError> {
+    if args.nodemanagers.is_empty() {
+        return Ok(None);
+    }
+    let nodes = args
+        .nodemanagers
+        .iter()
+        .map(|s| parse_node_address(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let Some(path) = &args.nm_token_file else {
+        return Err(EmulatorError::Config(
+            "--nodemanager needs --nm-token-file".into(),
+        ));
+    };
+    let token = config::secret::read_token_file(path)
+        .map_err(|e| EmulatorError::Config(format!("--nm-token-file: {e}")))?;
+    Ok(Some(RemoteNodeManagers {
+        nodes,
+        token,
+        expiry: Duration::from_secs(args.nm_expiry_secs),
+        runtime: match args.runtime {
+            RuntimeChoice::Simulated => RuntimeKind::Simulated,
+            RuntimeChoice::Docker | RuntimeChoice::Auto => RuntimeKind::Docker,
+        },
+    }))
+}
+
 pub async fn run(args: EmulateArgs) -> Result<(), EmulatorError> {
-    let nodes = usize::from(args.nodes);
+    let remote = remote_nodemanagers(&args)?;
+    let nodes = remote
+        .as_ref()
+        .map_or(usize::from(args.nodes), |r| r.nodes.len());
     let node = Resource::new(args.node_memory_mb, args.node_vcores);
     let cluster = node.scale(nodes as f64);
     let cpu_scale = match args.cpu_scale {
@@ -137,12 +188,14 @@ pub async fn run(args: EmulateArgs) -> Result<(), EmulatorError> {
                 "--cpu-scale must be a positive number, got {s}"
             )));
         }
+        None if remote.is_some() => default_cpu_scale(args.node_vcores),
         None => {
             let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
             cpus as f64 / f64::from(cluster.vcores.max(1))
         }
     };
-    let nm_addrs = (0..nodes)
+    let local_nodes = if remote.is_some() { 0 } else { nodes };
+    let nm_addrs = (0..local_nodes)
         .map(|i| {
             let port = if args.nm_base_port == 0 {
                 Some(0)
@@ -168,6 +221,7 @@ pub async fn run(args: EmulateArgs) -> Result<(), EmulatorError> {
         queues: Some(queues),
         heartbeat_interval: Duration::from_millis(args.heartbeat_ms),
         min_allocation: Resource::new(1024, 1),
+        remote,
     };
     let handle = Emulator::start(config).await?;
     println!("Preemptor YARN emulator");
@@ -177,6 +231,11 @@ pub async fn run(args: EmulateArgs) -> Result<(), EmulatorError> {
     }
     println!("  node resource    {node} x {nodes} = {cluster}");
     match handle.runtime() {
+        _ if !args.nodemanagers.is_empty() => println!(
+            "  runtime          NodeManager processes (expected to run {}; lost after {} s unreachable)",
+            handle.runtime(),
+            args.nm_expiry_secs
+        ),
         super::runtime::RuntimeKind::Docker => println!(
             "  runtime          docker (1 vcore = {cpu_scale:.3} CPU; containers named container_..., cgroup /hadoop-yarn/<id>)"
         ),

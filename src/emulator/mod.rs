@@ -11,7 +11,9 @@ pub mod docker;
 pub mod image;
 pub mod mix;
 mod nm_api;
+pub mod nodemanager;
 pub mod queues;
+pub mod remote;
 pub mod rest;
 mod rm_api;
 pub mod runtime;
@@ -66,6 +68,23 @@ pub struct EmulatorConfig {
     pub heartbeat_interval: Duration,
     /// yarn.scheduler.minimum-allocation-mb / -vcores: the smallest container.
     pub min_allocation: Resource,
+    /// NodeManager processes (`preemptor nodemanager`) to use instead of binding
+    /// `nm_addrs`; `runtime` and `image` are then theirs to choose and are not used here.
+    pub remote: Option<RemoteNodeManagers>,
+}
+
+/// The RM's side of NodeManagers running as processes of their own.
+#[derive(Clone, Debug)]
+pub struct RemoteNodeManagers {
+    /// `HOST:PORT` of each NodeManager's web service: its node id and address.
+    pub nodes: Vec<NodeId>,
+    /// Bearer token of their internal API.
+    pub token: Vec<u8>,
+    /// How long a NodeManager may stay unreachable before its containers are reported
+    /// lost (yarn.nm.liveness-monitor.expiry-interval-ms).
+    pub expiry: Duration,
+    /// What runtime they run, for the RM's reports and task thread counts.
+    pub runtime: RuntimeKind,
 }
 
 impl EmulatorConfig {
@@ -83,6 +102,7 @@ impl EmulatorConfig {
             queues: None,
             heartbeat_interval: Duration::from_secs(1),
             min_allocation: Resource::new(1024, 1),
+            remote: None,
         }
     }
 }
@@ -292,15 +312,17 @@ fn simulated() -> (Arc<dyn ContainerRuntime>, Option<SimulatedRuntime>) {
 }
 
 async fn choose_runtime(
-    config: &EmulatorConfig,
+    choice: RuntimeChoice,
+    image: &Option<String>,
+    cpu_scale: f64,
     instance: &str,
 ) -> Result<(Arc<dyn ContainerRuntime>, Option<SimulatedRuntime>), EmulatorError> {
     let docker_config = || DockerRuntimeConfig {
-        image: config.image.clone(),
-        cpu_scale: config.cpu_scale,
+        image: image.clone(),
+        cpu_scale,
         instance: instance.to_string(),
     };
-    match config.runtime {
+    match choice {
         RuntimeChoice::Simulated => Ok(simulated()),
         RuntimeChoice::Docker => {
             let docker = docker::connect()
@@ -352,10 +374,27 @@ fn local_addr(l: &tokio::net::TcpListener, asked: SocketAddr) -> Result<SocketAd
 
 impl Emulator {
     pub async fn start(config: EmulatorConfig) -> Result<EmulatorHandle, EmulatorError> {
-        if config.nm_addrs.is_empty() {
+        let node_count = match &config.remote {
+            Some(r) => r.nodes.len(),
+            None => config.nm_addrs.len(),
+        };
+        if node_count == 0 {
             return Err(EmulatorError::Config(
                 "at least one NodeManager is needed".into(),
             ));
+        }
+        if let Some(r) = &config.remote {
+            let mut seen = std::collections::HashSet::new();
+            if let Some(dup) = r.nodes.iter().find(|n| !seen.insert(*n)) {
+                return Err(EmulatorError::Config(format!(
+                    "NodeManager {dup} is given twice"
+                )));
+            }
+            if r.token.is_empty() {
+                return Err(EmulatorError::Config(
+                    "the NodeManagers' bearer token is empty".into(),
+                ));
+            }
         }
         if config.node_resource.memory_mb == 0 || config.node_resource.vcores == 0 {
             return Err(EmulatorError::Config(format!(
@@ -374,7 +413,7 @@ impl Emulator {
                 "heartbeat interval must be positive".into(),
             ));
         }
-        let cluster_resource = config.node_resource.scale(config.nm_addrs.len() as f64);
+        let cluster_resource = config.node_resource.scale(node_count as f64);
         let setup = match config.queues.clone() {
             Some(s) => s,
             None => {
@@ -389,14 +428,27 @@ impl Emulator {
         let rm_listener = bind(config.rm_addr).await?;
         let rm_local = local_addr(&rm_listener, config.rm_addr)?;
         let mut nm_listeners = Vec::with_capacity(config.nm_addrs.len());
-        for &a in &config.nm_addrs {
+        let local_nms: &[SocketAddr] = if config.remote.is_some() {
+            &[]
+        } else {
+            &config.nm_addrs
+        };
+        for &a in local_nms {
             let l = bind(a).await?;
             let local = local_addr(&l, a)?;
             nm_listeners.push((l, local));
         }
         let cluster_timestamp = unique_cluster_timestamp();
         let instance = format!("{}-{cluster_timestamp}", std::process::id());
-        let (runtime, simulated) = choose_runtime(&config, &instance).await?;
+        let (runtime, simulated) = match &config.remote {
+            Some(r) => (
+                Arc::new(remote::RemoteRuntime::new(r)?) as Arc<dyn ContainerRuntime>,
+                None,
+            ),
+            None => {
+                choose_runtime(config.runtime, &config.image, config.cpu_scale, &instance).await?
+            }
+        };
         let mut state = RmState::new(
             RmIdentity {
                 cluster_timestamp,
@@ -407,9 +459,13 @@ impl Emulator {
             },
             tree,
         );
+        let node_addrs: Vec<String> = match &config.remote {
+            Some(r) => r.nodes.iter().map(|n| n.to_string()).collect(),
+            None => nm_listeners.iter().map(|(_, l)| l.to_string()).collect(),
+        };
         let mut nodes = Vec::new();
-        for (_, local) in &nm_listeners {
-            let id = NodeId::new(local.to_string());
+        for local in &node_addrs {
+            let id = NodeId::new(local.clone());
             state.add_node(
                 id.clone(),
                 local.to_string(),
@@ -441,9 +497,11 @@ impl Emulator {
                 tracing::error!(error = %e, "ResourceManager web service stopped");
             }
         });
-        let n = nm_listeners.len() as u32;
         for (i, (listener, _)) in nm_listeners.into_iter().enumerate() {
-            let router = nm_api::router(cluster.clone(), i);
+            let router = nm_api::router(Arc::new(nm_api::InProcessNode {
+                cluster: cluster.clone(),
+                index: i,
+            }));
             let c = cancel.clone();
             tracker.spawn(async move {
                 if let Err(e) = axum::serve(listener, router)
@@ -453,6 +511,10 @@ impl Emulator {
                     tracing::error!(error = %e, node = i, "NodeManager web service stopped");
                 }
             });
+        }
+        // The RM heartbeats for every node, local or remote: allocation happens there.
+        let n = node_addrs.len() as u32;
+        for i in 0..node_addrs.len() {
             let interval = config.heartbeat_interval;
             let c = cancel.clone();
             let cl = cluster.clone();

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use crate::cluster::{ContainerId, NodeId};
@@ -50,6 +50,15 @@ pub enum ContainerSignal {
 }
 
 impl ContainerSignal {
+    /// The SignalContainerCommand name (what [`FromStr`] parses).
+    pub fn yarn_name(&self) -> &'static str {
+        match self {
+            ContainerSignal::OutputThreadDump => "OUTPUT_THREAD_DUMP",
+            ContainerSignal::GracefulShutdown => "GRACEFUL_SHUTDOWN",
+            ContainerSignal::ForcefulShutdown => "FORCEFUL_SHUTDOWN",
+        }
+    }
+
     pub fn unix_name(&self) -> &'static str {
         match self {
             ContainerSignal::OutputThreadDump => "SIGQUIT",
@@ -73,8 +82,9 @@ impl FromStr for ContainerSignal {
     }
 }
 
-/// Everything a runtime needs to start one task container.
-#[derive(Clone, Debug)]
+/// Everything a runtime needs to start one task container (also the body of a
+/// NodeManager process's launch request).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LaunchSpec {
     pub container: ContainerId,
     pub node: NodeId,
@@ -109,6 +119,9 @@ pub enum RuntimeError {
     NotRunning(ContainerId),
     #[error("Docker: {0}")]
     Docker(String),
+    /// A remote NodeManager (`preemptor nodemanager`) refused or could not be reached.
+    #[error("NodeManager {node}: {reason}")]
+    NodeManager { node: NodeId, reason: String },
     #[error(transparent)]
     Image(#[from] super::image::ImageError),
 }

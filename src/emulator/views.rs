@@ -1,6 +1,7 @@
-//! The RM and NM REST objects, built from [`RmState`].
+//! The RM and NM REST objects, built from [`RmState`] (and, for a NodeManager process,
+//! from its own container table through [`NmNode`] and [`NmContainer`]).
 
-use crate::cluster::ContainerId;
+use crate::cluster::{ApplicationId, ContainerId, NodeId};
 use crate::resources::Resource;
 use crate::yarn::dto::*;
 
@@ -110,21 +111,8 @@ fn yarn_resource_string(r: Resource) -> String {
 }
 
 impl RmState {
-    fn runtime_note(&self) -> &'static str {
-        match self.identity.runtime {
-            RuntimeKind::Docker => "Docker containers",
-            RuntimeKind::Simulated => {
-                "SIMULATED containers (in-process timers: no Docker, no cgroups)"
-            }
-        }
-    }
-
     fn build_version(&self) -> String {
-        format!(
-            "{HADOOP_VERSION} emulated by preemptor {} with {}",
-            env!("CARGO_PKG_VERSION"),
-            self.runtime_note()
-        )
+        build_version(self.identity.runtime)
     }
 
     fn http(&self, node: usize) -> &str {
@@ -712,13 +700,7 @@ impl RmState {
     pub fn node_info(&self, i: usize) -> NodeInfo {
         let n = &self.nodes[i];
         let avail = n.available();
-        let health = match self.identity.runtime {
-            RuntimeKind::Docker => String::new(),
-            RuntimeKind::Simulated => {
-                "simulated NodeManager: containers are in-process timers (no Docker, no cgroups)"
-                    .into()
-            }
-        };
+        let health = health_report(self.identity.runtime);
         NodeInfo {
             rack: "/default-rack".into(),
             state: "RUNNING".into(),
@@ -802,91 +784,44 @@ impl RmState {
 
     // ------------------------------------------------------------ NodeManager
 
-    pub fn nm_node_info(&self, i: usize, now: u64) -> NmNodeInfoResponse {
+    /// Node `i` as its NodeManager describes itself.
+    fn nm_node(&self, i: usize) -> NmNode<'_> {
         let n = &self.nodes[i];
-        let version = format!("{HADOOP_VERSION} (emulated, {})", self.runtime_note());
-        NmNodeInfoResponse {
-            node_info: NmNodeInfo {
-                id: n.id.to_string(),
-                node_host_name: n.id.host().to_string(),
-                total_vmem_allocated_containers_mb: (n.capacity.memory_mb as f64 * 2.1) as i64,
-                total_pmem_allocated_containers_mb: n.capacity.memory_mb as i64,
-                total_v_cores_allocated_containers: i64::from(n.capacity.vcores),
-                vmem_check_enabled: false,
-                pmem_check_enabled: self.identity.runtime == RuntimeKind::Docker,
-                last_node_update_time: now as i64,
-                node_healthy: true,
-                health_report: self.node_info(i).health_report,
-                node_manager_version: version.clone(),
-                node_manager_build_version: self.build_version(),
-                node_manager_version_built_on: String::new(),
-                hadoop_version: HADOOP_VERSION.into(),
-                hadoop_build_version: self.build_version(),
-                hadoop_version_built_on: String::new(),
-                nm_startup_time: n.started_ms as i64,
-            },
+        NmNode {
+            id: &n.id,
+            http_address: &n.http_address,
+            capacity: n.capacity,
+            started_ms: n.started_ms,
+            runtime: self.identity.runtime,
         }
     }
 
-    fn nm_containers_of(&self, i: usize, now: u64) -> Vec<&RmContainer> {
-        let mut v: Vec<&RmContainer> = self
+    pub fn nm_node_info(&self, i: usize, now: u64) -> NmNodeInfoResponse {
+        nm_node_info(&self.nm_node(i), now)
+    }
+
+    fn nm_containers_of(&self, i: usize, now: u64) -> Vec<NmContainer<'_>> {
+        let mut v: Vec<NmContainer<'_>> = self
             .containers
             .values()
-            .filter(|c| {
-                c.node == i
-                    && (c.is_live()
-                        || c.finished_ms
-                            .is_some_and(|f| now.saturating_sub(f) < TRACK_STOPPED_MS))
+            .filter(|c| c.node == i)
+            .map(|c| NmContainer {
+                id: c.id,
+                state: c.state,
+                exit_status: c.exit_status,
+                finished_ms: c.finished_ms,
+                diagnostics: &c.diagnostics,
+                user: &c.user,
+                resource: c.resource,
             })
+            .filter(|c| c.tracked(now))
             .collect();
         v.sort_by_key(|c| c.id);
         v
     }
 
-    fn nm_container_info(&self, c: &RmContainer) -> NmContainerInfo {
-        let node = &self.nodes[c.node];
-        let mut diagnostics = c.diagnostics.clone();
-        if c.is_am() {
-            diagnostics =
-                "ApplicationMaster runs inside the emulator; this container holds its resources"
-                    .into();
-        } else if self.identity.runtime == RuntimeKind::Simulated {
-            diagnostics = format!("[simulated container: no process, no cgroup] {diagnostics}");
-        }
-        NmContainerInfo {
-            id: c.id.to_string(),
-            state: match c.state {
-                RmContainerState::Allocated => "NEW",
-                RmContainerState::Running => "RUNNING",
-                RmContainerState::Complete => "DONE",
-            }
-            .into(),
-            exit_code: if c.is_live() {
-                i64::from(exit::INVALID)
-            } else {
-                i64::from(c.exit_status)
-            },
-            diagnostics,
-            user: c.user.clone(),
-            total_memory_needed_mb: c.resource.memory_mb as i64,
-            total_v_cores_needed: i64::from(c.resource.vcores),
-            container_logs_link: format!(
-                "http://{}/node/containerlogs/{}/{}",
-                node.http_address, c.id, c.user
-            ),
-            node_id: node.id.to_string(),
-            container_log_files: vec![],
-            execution_type: "GUARANTEED".into(),
-        }
-    }
-
     pub fn nm_containers(&self, i: usize, now: u64) -> NmContainersResponse {
-        let list: Vec<NmContainerInfo> = self
-            .nm_containers_of(i, now)
-            .into_iter()
-            .map(|c| self.nm_container_info(c))
-            .collect();
-        NmContainersResponse::from_list(list)
+        nm_containers(&self.nm_node(i), &self.nm_containers_of(i, now))
     }
 
     pub fn nm_container(
@@ -895,38 +830,188 @@ impl RmState {
         id: &str,
         now: u64,
     ) -> Result<NmContainerResponse, RmError> {
-        self.nm_containers_of(i, now)
-            .into_iter()
-            .find(|c| c.id.to_string() == id)
-            .map(|c| NmContainerResponse {
-                container: self.nm_container_info(c),
-            })
-            .ok_or_else(|| {
-                RmError::NotFound(format!("container with id, {id}, not found on this node"))
-            })
+        nm_container(&self.nm_node(i), &self.nm_containers_of(i, now), id)
     }
 
     pub fn nm_apps(&self, i: usize, now: u64) -> NmAppsResponse {
-        let mut apps: Vec<NmAppInfo> = Vec::new();
-        for c in self.nm_containers_of(i, now) {
-            let app_id = c.id.application().to_string();
-            match apps.iter_mut().find(|a| a.id == app_id) {
-                Some(a) => a.containerids.push(c.id.to_string()),
-                None => {
-                    let running = self
-                        .apps
-                        .get(&c.id.application())
-                        .is_some_and(|a| !a.is_final());
-                    apps.push(NmAppInfo {
-                        id: app_id,
-                        state: if running { "RUNNING" } else { "FINISHED" }.into(),
-                        user: c.user.clone(),
-                        containerids: vec![c.id.to_string()],
-                    })
-                }
-            }
+        nm_apps(&self.nm_containers_of(i, now), |app| {
+            self.apps.get(&app).is_some_and(|a| !a.is_final())
+        })
+    }
+}
+
+// ---------------------------------------------------------------- NodeManager pages
+//
+// Shared by the RM's in-process NodeManagers and the `preemptor nodemanager` process,
+// which each describe their node and containers with these two views.
+
+/// A NodeManager as its own web service describes it.
+pub struct NmNode<'a> {
+    pub id: &'a NodeId,
+    pub http_address: &'a str,
+    pub capacity: Resource,
+    pub started_ms: u64,
+    pub runtime: RuntimeKind,
+}
+
+/// One container as its NodeManager knows it.
+pub struct NmContainer<'a> {
+    pub id: ContainerId,
+    pub state: RmContainerState,
+    /// Meaningful once `state` is `Complete`.
+    pub exit_status: i32,
+    pub finished_ms: Option<u64>,
+    pub diagnostics: &'a str,
+    pub user: &'a str,
+    pub resource: Resource,
+}
+
+impl NmContainer<'_> {
+    pub fn is_live(&self) -> bool {
+        self.state != RmContainerState::Complete
+    }
+
+    /// Whether the NodeManager still reports it: live, or finished less than
+    /// [`TRACK_STOPPED_MS`] ago.
+    pub fn tracked(&self, now: u64) -> bool {
+        self.is_live()
+            || self
+                .finished_ms
+                .is_some_and(|f| now.saturating_sub(f) < TRACK_STOPPED_MS)
+    }
+}
+
+pub fn nm_node_info(n: &NmNode<'_>, now: u64) -> NmNodeInfoResponse {
+    let version = format!("{HADOOP_VERSION} (emulated, {})", runtime_note(n.runtime));
+    NmNodeInfoResponse {
+        node_info: NmNodeInfo {
+            id: n.id.to_string(),
+            node_host_name: n.id.host().to_string(),
+            total_vmem_allocated_containers_mb: (n.capacity.memory_mb as f64 * 2.1) as i64,
+            total_pmem_allocated_containers_mb: n.capacity.memory_mb as i64,
+            total_v_cores_allocated_containers: i64::from(n.capacity.vcores),
+            vmem_check_enabled: false,
+            pmem_check_enabled: n.runtime == RuntimeKind::Docker,
+            last_node_update_time: now as i64,
+            node_healthy: true,
+            health_report: health_report(n.runtime),
+            node_manager_version: version.clone(),
+            node_manager_build_version: build_version(n.runtime),
+            node_manager_version_built_on: String::new(),
+            hadoop_version: HADOOP_VERSION.into(),
+            hadoop_build_version: build_version(n.runtime),
+            hadoop_version_built_on: String::new(),
+            nm_startup_time: n.started_ms as i64,
+        },
+    }
+}
+
+fn nm_container_info(n: &NmNode<'_>, c: &NmContainer<'_>) -> NmContainerInfo {
+    let diagnostics = if c.id.is_am() {
+        "ApplicationMaster runs inside the emulator; this container holds its resources".into()
+    } else if n.runtime == RuntimeKind::Simulated {
+        format!(
+            "[simulated container: no process, no cgroup] {}",
+            c.diagnostics
+        )
+    } else {
+        c.diagnostics.to_string()
+    };
+    NmContainerInfo {
+        id: c.id.to_string(),
+        state: match c.state {
+            RmContainerState::Allocated => "NEW",
+            RmContainerState::Running => "RUNNING",
+            RmContainerState::Complete => "DONE",
         }
-        NmAppsResponse::from_list(apps)
+        .into(),
+        exit_code: if c.is_live() {
+            i64::from(exit::INVALID)
+        } else {
+            i64::from(c.exit_status)
+        },
+        diagnostics,
+        user: c.user.to_string(),
+        total_memory_needed_mb: c.resource.memory_mb as i64,
+        total_v_cores_needed: i64::from(c.resource.vcores),
+        container_logs_link: format!(
+            "http://{}/node/containerlogs/{}/{}",
+            n.http_address, c.id, c.user
+        ),
+        node_id: n.id.to_string(),
+        container_log_files: vec![],
+        execution_type: "GUARANTEED".into(),
+    }
+}
+
+/// `/ws/v1/node/containers` of the (already filtered and sorted) containers.
+pub fn nm_containers(n: &NmNode<'_>, containers: &[NmContainer<'_>]) -> NmContainersResponse {
+    NmContainersResponse::from_list(containers.iter().map(|c| nm_container_info(n, c)).collect())
+}
+
+pub fn nm_container(
+    n: &NmNode<'_>,
+    containers: &[NmContainer<'_>],
+    id: &str,
+) -> Result<NmContainerResponse, RmError> {
+    containers
+        .iter()
+        .find(|c| c.id.to_string() == id)
+        .map(|c| NmContainerResponse {
+            container: nm_container_info(n, c),
+        })
+        .ok_or_else(|| {
+            RmError::NotFound(format!("container with id, {id}, not found on this node"))
+        })
+}
+
+/// `/ws/v1/node/apps`: the applications of `containers`, RUNNING while `running` says so.
+pub fn nm_apps(
+    containers: &[NmContainer<'_>],
+    running: impl Fn(ApplicationId) -> bool,
+) -> NmAppsResponse {
+    let mut apps: Vec<NmAppInfo> = Vec::new();
+    for c in containers {
+        let app_id = c.id.application().to_string();
+        match apps.iter_mut().find(|a| a.id == app_id) {
+            Some(a) => a.containerids.push(c.id.to_string()),
+            None => apps.push(NmAppInfo {
+                id: app_id,
+                state: if running(c.id.application()) {
+                    "RUNNING"
+                } else {
+                    "FINISHED"
+                }
+                .into(),
+                user: c.user.to_string(),
+                containerids: vec![c.id.to_string()],
+            }),
+        }
+    }
+    NmAppsResponse::from_list(apps)
+}
+
+fn runtime_note(runtime: RuntimeKind) -> &'static str {
+    match runtime {
+        RuntimeKind::Docker => "Docker containers",
+        RuntimeKind::Simulated => "SIMULATED containers (in-process timers: no Docker, no cgroups)",
+    }
+}
+
+fn build_version(runtime: RuntimeKind) -> String {
+    format!(
+        "{HADOOP_VERSION} emulated by preemptor {} with {}",
+        env!("CARGO_PKG_VERSION"),
+        runtime_note(runtime)
+    )
+}
+
+fn health_report(runtime: RuntimeKind) -> String {
+    match runtime {
+        RuntimeKind::Docker => String::new(),
+        RuntimeKind::Simulated => {
+            "simulated NodeManager: containers are in-process timers (no Docker, no cgroups)".into()
+        }
     }
 }
 
