@@ -560,6 +560,39 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_launch_waits_for_a_nodemanager_that_starts_later() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        let node = NodeId::new(format!("127.0.0.1:{port}"));
+        let rt = runtime(&node, TOKEN, Duration::from_secs(30));
+        let rec = Arc::new(Recorder::default());
+        let run = tokio::spawn(rt.run(spec(&node, 6, 100), rec.clone()));
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(!run.is_finished(), "the launch is retried, not given up");
+        let nm = NodeManager::start(NodeManagerConfig {
+            listen: format!("127.0.0.1:{port}").parse().unwrap(),
+            node_id: Some(node.clone()),
+            resource: Resource::new(4096, 4),
+            runtime: RuntimeChoice::Simulated,
+            cpu_scale: 1.0,
+            image: None,
+            instance: None,
+            token: TOKEN.to_vec(),
+        })
+        .await
+        .unwrap();
+        let done = tokio::time::timeout(Duration::from_secs(10), run)
+            .await
+            .expect("the container ran once the NodeManager was up")
+            .unwrap();
+        assert_eq!(done.exit_status, exit::SUCCESS, "{done:?}");
+        assert_eq!(rec.started.load(Ordering::SeqCst), 1);
+        nm.shutdown().await.unwrap();
+    }
+
+    #[tokio::test]
     async fn a_wrong_token_fails_the_launch_and_says_why() {
         let (nm, node) = nodemanager().await;
         let rt = runtime(&node, b"not-the-token", Duration::from_secs(30));
