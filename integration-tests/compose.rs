@@ -173,8 +173,18 @@ impl Compose {
 impl Drop for Compose {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            if let Ok(out) = self.command(&["logs", "--no-color", "--tail=60"]).output() {
-                eprintln!("{}", String::from_utf8_lossy(&out.stdout));
+            for (service, tail) in [("controller", "--tail=300"), ("rm", "--tail=40")]
+                .into_iter()
+                .chain(
+                    ["nm1", "nm2", "nm3", "agent1", "agent2", "agent3"].map(|s| (s, "--tail=25")),
+                )
+            {
+                if let Ok(out) = self
+                    .command(&["logs", "--no-color", tail, service])
+                    .output()
+                {
+                    eprintln!("{}", String::from_utf8_lossy(&out.stdout));
+                }
             }
         }
         match self
@@ -450,13 +460,14 @@ async fn the_compose_cluster_preempts_and_survives_agent_rm_network_and_controll
         Resource::new(1024, 1),
     )
     .await;
+    // The AM lives in the emulated RM; the five tasks are Docker containers.
     let tasks = eventually(
         Duration::from_secs(120),
-        "6 running task containers",
+        "5 running task containers",
         || async {
             let t = compose.task_containers().await;
             let running = eventually_running(&docker, &t).await;
-            (running.len() == 6).then_some(running)
+            (running.len() == 5).then_some(running)
         },
     )
     .await;
@@ -466,11 +477,13 @@ async fn the_compose_cluster_preempts_and_survives_agent_rm_network_and_controll
     for (name, nm) in &tasks {
         let dirs = cgroup_dirs(&docker, name).await;
         let original = read_limits(&dirs);
-        // The AM is the smaller one; only task containers are preemption victims here.
-        if original.memory_bytes == Some(2048 << 20) {
-            long.containers
-                .insert(name.clone(), (nm.clone(), dirs, original));
-        }
+        assert_eq!(
+            original.memory_bytes,
+            Some(2048 << 20),
+            "{name}: {original:?}"
+        );
+        long.containers
+            .insert(name.clone(), (nm.clone(), dirs, original));
     }
     assert_eq!(
         long.containers.len(),
@@ -494,6 +507,23 @@ async fn the_compose_cluster_preempts_and_survives_agent_rm_network_and_controll
     )
     .await;
     let agent_service = victim_nm.replace("nm", "agent");
+    // CPU goes first: the suspension is whole once the agent says so.
+    let agent = format!("http://{}:8049", compose.ip(&agent_service).await);
+    eventually(
+        Duration::from_secs(30),
+        "the agent to report the suspension",
+        || async {
+            let c = api
+                .get(
+                    &format!("{agent}/v1/containers/{victim}"),
+                    Some(&agent_token),
+                )
+                .await
+                .ok()?;
+            (c["state"] == "suspended").then_some(())
+        },
+    )
+    .await;
     let suspended_limits = long.containers[&victim].1.read_limits().expect("cgroup");
 
     // 1. The agent killed and started again recovers the suspended container.
@@ -508,7 +538,6 @@ async fn the_compose_cluster_preempts_and_survives_agent_rm_network_and_controll
     compose
         .docker_cli(&["start", &compose.container(&agent_service)])
         .await;
-    let agent = format!("http://{}:8049", compose.ip(&agent_service).await);
     let entry = eventually(
         Duration::from_secs(30),
         "the restarted agent to answer",
