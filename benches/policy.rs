@@ -17,7 +17,10 @@
 //! Run with `cargo bench --bench policy`; `-- --quick` for 1k and 10k only,
 //! `-- --nodes N --policy P` to time one size and one policy (e.g. under `perf`),
 //! `-- --full-admission` to give every node Q = 4 suspended containers beyond its
-//! capacity (LAS's busy steady state).
+//! capacity (LAS's busy steady state). `-- --nodes N --policy P --ticks K` only builds
+//! the cluster and runs K ticks untimed, for instruction counts, e.g.
+//! `valgrind --tool=callgrind --toggle-collect='*counted_tick*'` (only the ticks counted,
+//! not building the cluster, cloning the state or dropping the plan).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -25,7 +28,7 @@ use std::time::{Duration, Instant};
 use preemptor::cluster::builder::ClusterBuilder;
 use preemptor::cluster::{ClusterView, ContainerState, JobClass, Millis, PolicyKind};
 use preemptor::config::settings::PolicySettings;
-use preemptor::policy::{PolicyState, apply, decide};
+use preemptor::policy::{Plan, PolicyState, apply, decide};
 use preemptor::resources::{Limits, Resource};
 
 const CONTAINERS_PER_NODE: usize = 20;
@@ -159,6 +162,12 @@ fn steady(view: &ClusterView, kind: PolicyKind) -> (ClusterView, PolicyState, Mi
     (steady, state, now)
 }
 
+/// One decide, never inlined, so that a profiler can count it alone (see `--ticks`).
+#[inline(never)]
+fn counted_tick(view: &ClusterView, state: &mut PolicyState, now: Millis) -> Plan {
+    decide(view, state, now)
+}
+
 /// One timed decide on a clone of `state` (cloned outside the timing).
 fn time_tick(view: &ClusterView, state: &PolicyState, now: Millis) -> (Duration, usize) {
     let mut st = state.clone();
@@ -288,6 +297,17 @@ fn main() {
     } else {
         vec![(1_000, 30), (10_000, 15), (50_000, 7)]
     };
+    if let (Some(nodes), Some(kind), Some(ticks)) = (one, only, arg::<usize>("--ticks")) {
+        let view = cluster(nodes, full_admission);
+        let (steady, state, now) = steady(&view, kind);
+        let mut states = vec![state; ticks];
+        let actions: Vec<usize> = states
+            .iter_mut()
+            .map(|st| counted_tick(&steady, st, now).actions.len())
+            .collect();
+        println!("{nodes} nodes, {kind}: {ticks} ticks, actions {actions:?}");
+        return;
+    }
     let sizes: Vec<(usize, usize)> = match one {
         Some(n) => vec![(n, 15)],
         None => all,

@@ -724,6 +724,19 @@ mod tests {
             .unwrap();
         assert_eq!(v.below_allocation(), [crate::cluster::ContainerIdx(1)]);
         assert_eq!(v.containers[1].current, Limits::MIN_FOOTPRINT);
+        let c = &v.containers[1];
+        assert_eq!(
+            v.below_allocation_facts(),
+            [crate::cluster::BelowAllocation {
+                container: crate::cluster::ContainerIdx(1),
+                app: c.app,
+                node: c.node,
+                allocated: c.allocated,
+                current: c.current,
+                state: ContainerState::Suspended,
+                swapping: false,
+            }]
+        );
     }
 
     #[test]

@@ -22,8 +22,8 @@ use super::select::{app_policy, is_share_based};
 use super::state::{DiceState, Memos, PolicyState};
 use super::victims::{describe_remaining, jobs_by_remaining_time, newest_key, smallest_first};
 use crate::cluster::{
-    AppIdx, ClusterView, Container, ContainerIdx, ContainerState, IdMap, JobClass, Millis, NodeId,
-    Partition, PolicyKind,
+    AppIdx, BelowAllocation, ClusterView, Container, ContainerIdx, ContainerState, IdMap, JobClass,
+    Millis, NodeId, Partition, PolicyKind,
 };
 use crate::config::settings::PolicySettings;
 use crate::resources::{Limits, Resource};
@@ -144,7 +144,7 @@ struct Tick<'a> {
     memos: Memos<'a>,
     ledger: Ledger,
     /// Live containers not at their allocation.
-    waiting: Vec<ContainerIdx>,
+    waiting: &'a [BelowAllocation],
     /// Live containers marked for killing, as a list and as a set.
     marked: Vec<ContainerIdx>,
     marked_set: Acted,
@@ -177,10 +177,20 @@ fn held_at(alloc: Amount, limits: Amount, footprint: Limits) -> Amount {
 }
 
 fn held_of(c: &Container, footprint: Limits) -> Amount {
-    let alloc = Amount::from(c.allocated);
-    match c.state {
+    held_in(c.allocated, c.current, c.state, footprint)
+}
+
+/// [`held_of`] from the parts of a container it reads.
+fn held_in(
+    allocated: Resource,
+    current: Limits,
+    state: ContainerState,
+    footprint: Limits,
+) -> Amount {
+    let alloc = Amount::from(allocated);
+    match state {
         ContainerState::Running => alloc,
-        _ => held_at(alloc, Amount::from(c.current), footprint),
+        _ => held_at(alloc, Amount::from(current), footprint),
     }
 }
 
@@ -188,7 +198,7 @@ fn held_of(c: &Container, footprint: Limits) -> Amount {
 /// start), and running vcores of short and of all containers.
 fn dice_samples(
     view: &ClusterView,
-    waiting: &[ContainerIdx],
+    waiting: &[BelowAllocation],
     now: Millis,
     since: Option<Millis>,
 ) -> DiceScan {
@@ -213,10 +223,7 @@ fn dice_samples(
         }
     }
     let used: u64 = view.nodes.iter().map(|n| n.used.vcores as u64).sum();
-    let below: u64 = waiting
-        .iter()
-        .map(|&ci| view.container(ci).allocated.vcores as u64)
-        .sum();
+    let below: u64 = waiting.iter().map(|w| w.allocated.vcores as u64).sum();
     scan.all_vcores = used.saturating_sub(below);
     scan
 }
@@ -249,18 +256,17 @@ impl<'a> Tick<'a> {
         let nn = view.nodes.len();
         let budget = total.scale(capacity::finite_or(s.total_preemption_per_round, 0.0));
         let mut ledger = Ledger::new(view, budget);
-        let waiting = view.below_allocation().to_vec();
+        let waiting = view.below_allocation_facts();
         let mut las = las_active.then(|| LasScan {
             waiting_held: vec![Amount::ZERO; nn],
             waiting: vec![0; nn],
             smallest: vec![Amount::new(u64::MAX, u64::MAX); nn],
             due: vec![false; nn],
         });
-        for &ci in &waiting {
-            let c = view.container(ci);
-            let (n, a) = (c.node.get(), c.app.get());
-            let held = held_of(c, s.suspend.footprint);
-            let reclaimed = Amount::from(c.allocated) - held;
+        for w in waiting {
+            let (n, a) = (w.node.get(), w.app.get());
+            let held = held_in(w.allocated, w.current, w.state, s.suspend.footprint);
+            let reclaimed = Amount::from(w.allocated) - held;
             ledger.node_held[n] -= reclaimed;
             ledger.take_from_queue(view.apps[a].queue.get(), reclaimed);
             match (policy[a] == PolicyKind::Las, las.as_mut()) {
@@ -288,7 +294,7 @@ impl<'a> Tick<'a> {
             ledger.marked += held_of(c, s.suspend.footprint);
             marked_set.insert(ci);
         }
-        let dice = dice_active.then(|| dice_samples(view, &waiting, now, dice_sampled_until));
+        let dice = dice_active.then(|| dice_samples(view, waiting, now, dice_sampled_until));
         Tick {
             view,
             s,
@@ -438,15 +444,15 @@ impl<'a> Tick<'a> {
     /// get everything back at once; kill marks under anything but `kill` are dropped.
     fn release_unmanaged(&mut self) {
         let view = self.view;
-        // Skip reading every waiting container when no application is under `none`.
+        // Skip walking every waiting container when no application is under `none`.
         let unmanaged = if self.policy.contains(&PolicyKind::None) {
-            self.waiting.clone()
+            self.waiting
         } else {
-            Vec::new()
+            &[]
         };
-        for ci in unmanaged {
-            let c = view.container(ci);
-            if self.policy[c.app.get()] == PolicyKind::None {
+        for w in unmanaged {
+            if self.policy[w.app.get()] == PolicyKind::None {
+                let (ci, c) = (w.container, view.container(w.container));
                 let reason = if self.s.kind == PolicyKind::None {
                     "policy is none: Preemptor is off and gives every container its allocation back"
                         .to_string()
@@ -540,11 +546,12 @@ impl<'a> Tick<'a> {
         let mut waiting: Vec<ContainerIdx> = self
             .waiting
             .iter()
-            .copied()
-            .filter(|&ci| {
-                let c = view.container(ci);
-                is_share_based(self.policy[c.app.get()]) && !self.acted.contains(ci) && owed(ci)
+            .filter(|w| {
+                is_share_based(self.policy[w.app.get()])
+                    && !self.acted.contains(w.container)
+                    && room[view.app(w.app).queue.get()].any_positive()
             })
+            .map(|w| w.container)
             .collect();
         if marks.is_empty() && waiting.is_empty() {
             return;
@@ -674,12 +681,12 @@ impl<'a> Tick<'a> {
         if !self.policy.contains(&PolicyKind::Graceful) {
             return;
         }
-        for ci in self.waiting.clone() {
-            let c = view.container(ci);
+        for w in self.waiting {
+            let (ci, c) = (w.container, view.container(w.container));
             // One on its way back (picked for resumption) is relieved, not frozen.
-            if self.policy[c.app.get()] != PolicyKind::Graceful
-                || c.state != ContainerState::Shrunk
-                || !c.swapping
+            if self.policy[w.app.get()] != PolicyKind::Graceful
+                || w.state != ContainerState::Shrunk
+                || !w.swapping
                 || self.acted.contains(ci)
                 || self.memos.get(ci).resume_picks > 0
             {
@@ -717,13 +724,15 @@ impl<'a> Tick<'a> {
         }
     }
 
-    /// Managed, running or shrunk, above its footprint, not marked, not yet acted on.
+    /// Not marked, not yet acted on, managed, running or shrunk, above its footprint.
+    /// The bitmaps come first: a victim walk passes every container marked in earlier
+    /// ticks, and reading those from a large view is a cache miss each.
     fn reclaimable(&self, ci: ContainerIdx, c: &Container) -> bool {
-        c.managed
-            && matches!(c.state, ContainerState::Running | ContainerState::Shrunk)
+        !self.marked_set.contains(ci)
             && !self.acted.contains(ci)
+            && c.managed
+            && matches!(c.state, ContainerState::Running | ContainerState::Shrunk)
             && !self.limits(c).fits_in(&self.floor(c))
-            && !self.marked_set.contains(ci)
     }
 
     /// BIG-C Algorithm 2 on one over-served queue: jobs by longest remaining time,
@@ -830,7 +839,7 @@ impl<'a> Tick<'a> {
             (shrunk(c), newest_key(c))
         };
         let candidate =
-            |t: &Self, ci: ContainerIdx, c: &Container| c.is_am == ams && t.reclaimable(ci, c);
+            |t: &Self, ci: ContainerIdx, c: &Container| t.reclaimable(ci, c) && c.is_am == ams;
         let containers = &view.app(ai).containers;
         if !view.containers_oldest_first(ai) {
             let all = containers
@@ -1144,11 +1153,12 @@ impl<'a> Tick<'a> {
         let view = self.view;
         let settings = self.s;
         let s = &settings.dice;
-        for ci in self.waiting.clone() {
-            let c = view.container(ci);
-            if self.policy[c.app.get()] != PolicyKind::Dice || self.acted.contains(ci) {
+        for w in self.waiting {
+            let ci = w.container;
+            if self.policy[w.app.get()] != PolicyKind::Dice || self.acted.contains(ci) {
                 continue;
             }
+            let c = view.container(ci);
             let owed = Amount::from(c.allocated) - self.held(c);
             if dice::suspension_over(self.memos.get(ci).suspended_at, self.now, s)
                 && owed.fits_in(&self.ledger.node_room(c.node.get()))

@@ -7,7 +7,7 @@
 //! considered, memos of containers that left are swept a slice per tick, and the few
 //! kill marks are kept in their own ordered set.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
@@ -110,12 +110,15 @@ pub(crate) struct DiceState {
     pub short_share: Option<f64>,
 }
 
-/// Memos by container id, the order in which they are swept, and the marked ones.
+/// Memos by container id, the order in which they are swept, and the marked ones with
+/// where each was in the last view (checked before use: a new view may order its
+/// containers differently; where it does not, a tick finds its marked containers
+/// without a lookup in the view's container index, a cache miss each on a large view).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct MemoStore {
     map: IdMap<ContainerId, Memo>,
     sweep: VecDeque<ContainerId>,
-    marked: BTreeSet<ContainerId>,
+    marked: BTreeMap<ContainerId, ContainerIdx>,
 }
 
 impl MemoStore {
@@ -157,11 +160,19 @@ impl<'a> Memos<'a> {
 
     /// Live containers marked for killing, in id order.
     pub fn marked(&self) -> Vec<ContainerIdx> {
+        let view = self.view;
         self.store
             .marked
             .iter()
-            .filter_map(|id| self.view.container_by_id(id))
-            .filter(|&c| self.view.container(c).is_live())
+            .filter_map(|(id, &at)| {
+                let hinted = view.containers.get(at.get()).is_some_and(|c| c.id == *id);
+                if hinted {
+                    Some(at)
+                } else {
+                    view.container_by_id(id)
+                }
+            })
+            .filter(|&c| view.container(c).is_live())
             .collect()
     }
 
@@ -180,7 +191,7 @@ impl<'a> Memos<'a> {
                 store.map.remove(&id);
                 store.marked.remove(&id);
             } else if memo.kill_marked_at.is_some() {
-                store.marked.insert(id);
+                store.marked.insert(id, c);
             } else {
                 store.marked.remove(&id);
             }

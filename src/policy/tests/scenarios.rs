@@ -257,6 +257,31 @@ fn kill_marks_then_kills_after_the_wait_unless_demand_goes_away() {
     assert!(p.actions.is_empty() && p.pending_kills.is_empty());
 }
 
+#[test]
+fn kill_marks_are_found_when_the_next_view_lists_containers_in_another_order() {
+    let mut s = settings(PolicyKind::Kill);
+    s.natural_termination_factor = 1.0;
+    let wait = s.kill.max_wait_before_kill_ms;
+    let view = bigc_cluster(6);
+    let reversed = rebuild(&view, |_, containers| containers.reverse());
+    let (mut same, mut moved) = (PolicyState::new(s.clone()), PolicyState::new(s));
+    let first = decide(&view, &mut same, 0);
+    assert_eq!(first, decide(&view, &mut moved, 0));
+    assert!(first.pending_kills.len() > 1);
+    // Marked containers now sit at other indices: the remembered ones do not match and
+    // each is looked up by id instead; the plans must not differ.
+    for now in [wait - 1, wait] {
+        let (a, b) = (
+            decide(&view, &mut same, now),
+            decide(&reversed, &mut moved, now),
+        );
+        assert_eq!(a.pending_kills, b.pending_kills);
+        assert_eq!(targets(&a), targets(&b));
+        // Waiting the first tick, killing the marked ones the second.
+        assert_eq!(targets(&a).is_empty(), now < wait);
+    }
+}
+
 //        root
 //       /    \
 //      a      b
