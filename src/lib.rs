@@ -3,6 +3,7 @@
 //! command line and calls into these modules.
 
 pub mod agent;
+pub mod auth;
 pub mod cluster;
 pub mod config;
 pub mod controller;

@@ -14,7 +14,6 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::{Stream, StreamExt};
 use serde::de::DeserializeOwned;
-use subtle::ConstantTimeEq;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
@@ -159,13 +158,8 @@ fn json_rejection(r: JsonRejection) -> ApiError {
 }
 
 async fn require_token(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    let presented = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    let ok = presented.is_some_and(|t| bool::from(t.as_bytes().ct_eq(&st.token)));
+    let presented = crate::auth::bearer_token(req.headers());
+    let ok = presented.is_some_and(|t| crate::auth::token_matches(t.as_bytes(), &st.token));
     if ok {
         next.run(req).await
     } else {

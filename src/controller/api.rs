@@ -15,7 +15,6 @@ use axum::routing::get;
 use axum::{Json, Router};
 use futures_util::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
-use subtle::ConstantTimeEq;
 use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
 use tokio_util::sync::CancellationToken;
 
@@ -191,13 +190,8 @@ impl ApiState {
 
 /// The token from `Authorization: Bearer` or, for browsers and EventSource, `?token=`.
 fn presented_token(req: &Request) -> Option<Vec<u8>> {
-    if let Some(t) = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-    {
-        return Some(t.trim().as_bytes().to_vec());
+    if let Some(t) = crate::auth::bearer_token(req.headers()) {
+        return Some(t.as_bytes().to_vec());
     }
     req.uri()
         .query()?
@@ -234,7 +228,7 @@ async fn require_token(State(st): State<Arc<ApiState>>, req: Request, next: Next
     let presented = presented_token(&req);
     let ok = presented
         .as_deref()
-        .is_some_and(|t| bool::from(t.ct_eq(st.token.as_slice())));
+        .is_some_and(|t| crate::auth::token_matches(t, &st.token));
     if ok {
         return next.run(req).await;
     }

@@ -30,7 +30,6 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
-use subtle::ConstantTimeEq;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -379,14 +378,8 @@ impl IntoResponse for ApiError {
 }
 
 async fn require_token(State(s): State<Arc<Shared>>, req: Request, next: Next) -> Response {
-    let presented = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    match presented {
-        Some(t) if bool::from(t.as_bytes().ct_eq(&s.token)) => next.run(req).await,
+    match crate::auth::bearer_token(req.headers()) {
+        Some(t) if crate::auth::token_matches(t.as_bytes(), &s.token) => next.run(req).await,
         Some(_) => ApiError(StatusCode::UNAUTHORIZED, "wrong bearer token".into()).into_response(),
         None => ApiError(
             StatusCode::UNAUTHORIZED,
