@@ -61,6 +61,8 @@ pub struct AgentClient {
     base: String,
     token: String,
     timeout: Duration,
+    /// Bounds [`AgentClient::act`]; the other calls get `timeout`.
+    action_timeout: Duration,
 }
 
 impl std::fmt::Debug for AgentClient {
@@ -105,7 +107,15 @@ impl AgentClient {
             base,
             token: token.trim().to_string(),
             timeout,
+            action_timeout: timeout,
         })
+    }
+
+    /// How long an action may take (default: the call timeout). Actions that reclaim a lot
+    /// of memory take seconds.
+    pub fn with_action_timeout(mut self, timeout: Duration) -> AgentClient {
+        self.action_timeout = timeout;
+        self
     }
 
     pub fn base_url(&self) -> &str {
@@ -123,6 +133,7 @@ impl AgentClient {
         req: reqwest::RequestBuilder,
         url: &str,
         streaming: bool,
+        timeout: Duration,
     ) -> Result<reqwest::Response, ClientError> {
         let transport = |error| ClientError::Transport {
             url: url.to_string(),
@@ -130,7 +141,7 @@ impl AgentClient {
         };
         let mut req = req.bearer_auth(&self.token);
         if !streaming {
-            req = req.timeout(self.timeout);
+            req = req.timeout(timeout);
         }
         let resp = req.send().await.map_err(transport)?;
         let status = resp.status();
@@ -158,8 +169,17 @@ impl AgentClient {
         req: reqwest::RequestBuilder,
         url: String,
     ) -> Result<T, ClientError> {
+        self.send_within(req, url, self.timeout).await
+    }
+
+    async fn send_within<T: DeserializeOwned>(
+        &self,
+        req: reqwest::RequestBuilder,
+        url: String,
+        timeout: Duration,
+    ) -> Result<T, ClientError> {
         let bytes = self
-            .exchange(req, &url, false)
+            .exchange(req, &url, false, timeout)
             .await?
             .bytes()
             .await
@@ -188,7 +208,9 @@ impl AgentClient {
     }
 
     pub async fn act(&self, req: &ActionRequest) -> Result<ActionResult, ClientError> {
-        self.post("/v1/actions", req).await
+        let url = self.url("/v1/actions");
+        let call = self.http.post(&url).json(req);
+        self.send_within(call, url, self.action_timeout).await
     }
 
     async fn act_on(&self, container: &str, action: Action) -> Result<ActionResult, ClientError> {
@@ -272,7 +294,7 @@ impl AgentClient {
 
     pub async fn metrics(&self) -> Result<String, ClientError> {
         let url = self.url("/metrics");
-        self.exchange(self.http.get(&url), &url, false)
+        self.exchange(self.http.get(&url), &url, false, self.timeout)
             .await?
             .text()
             .await
@@ -287,7 +309,7 @@ impl AgentClient {
             .http
             .get(&url)
             .header(reqwest::header::ACCEPT, "text/event-stream");
-        let resp = self.exchange(req, &url, true).await?;
+        let resp = self.exchange(req, &url, true, self.timeout).await?;
         let bytes = resp.bytes_stream();
         let state = (
             bytes,

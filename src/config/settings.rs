@@ -193,6 +193,10 @@ pub struct AgentSettings {
     pub lease_timeout_ms: u64,
     /// `yarn.preemptor.agent.request-timeout-ms`
     pub request_timeout_ms: u64,
+    /// `yarn.preemptor.agent.action-timeout-ms`: how long one suspend, shrink, resume or
+    /// kill may take; reclaiming gigabytes of memory takes seconds, and the agent keeps
+    /// stepping through "device or resource busy" for its --memory-timeout (60 s).
+    pub action_timeout_ms: u64,
     /// `yarn.preemptor.agent.max-retries`
     pub max_retries: u32,
     /// `yarn.preemptor.agent.swap-threshold-pages-per-sec`: swap-in or major-fault rate
@@ -309,6 +313,7 @@ impl Default for PreemptorSettings {
                 token_file: PathBuf::from("/etc/preemptor/agent.token"),
                 lease_timeout_ms: 30_000,
                 request_timeout_ms: 2_000,
+                action_timeout_ms: 90_000,
                 max_retries: 3,
                 swap_threshold_pages_per_sec: 256,
                 tls_ca_file: None,
@@ -582,6 +587,11 @@ fn read(r: &mut Reader<'_>) -> PreemptorSettings {
         request_timeout_ms: r.get(
             "yarn.preemptor.agent.request-timeout-ms",
             d.agent.request_timeout_ms,
+            parse_positive_duration_ms,
+        ),
+        action_timeout_ms: r.get(
+            "yarn.preemptor.agent.action-timeout-ms",
+            d.agent.action_timeout_ms,
             parse_positive_duration_ms,
         ),
         max_retries: r.get(

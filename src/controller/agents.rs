@@ -47,6 +47,7 @@ pub struct HttpAgents {
     port: u16,
     token: String,
     timeout: Duration,
+    action_timeout: Duration,
     holder: String,
     /// Set: every agent is reached over HTTPS and verified with it.
     tls: Option<rustls::ClientConfig>,
@@ -80,6 +81,7 @@ impl HttpAgents {
             port: settings.port,
             token: token.trim().to_string(),
             timeout: Duration::from_millis(settings.request_timeout_ms),
+            action_timeout: Duration::from_millis(settings.action_timeout_ms),
             holder: holder.to_string(),
             tls,
             clients: std::sync::Mutex::new(BTreeMap::new()),
@@ -96,7 +98,8 @@ impl HttpAgents {
         }
         let c = Arc::new(
             AgentClient::with_tls(agent, &self.token, self.timeout, self.tls.clone())
-                .map_err(|e| e.to_string())?,
+                .map_err(|e| e.to_string())?
+                .with_action_timeout(self.action_timeout),
         );
         clients.insert(agent.to_string(), c.clone());
         Ok(c)

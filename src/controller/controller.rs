@@ -299,6 +299,7 @@ pub async fn start(config: ControllerConfig) -> Result<ControllerHandle, Control
         rm.clone(),
         hub.clone(),
         Duration::from_millis(config.settings.agent.request_timeout_ms),
+        Duration::from_millis(config.settings.agent.action_timeout_ms),
         config.settings.agent.max_retries,
     );
     let policy_settings = config.settings.policy.clone();

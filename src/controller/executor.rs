@@ -76,6 +76,8 @@ pub struct Executor {
     rm: RmClient,
     hub: Hub,
     call_timeout: Duration,
+    /// Bounds one agent action (`yarn.preemptor.agent.action-timeout-ms`).
+    action_timeout: Duration,
     max_retries: u32,
     failed: BTreeMap<Target, Pending>,
 }
@@ -92,6 +94,7 @@ impl Executor {
         rm: RmClient,
         hub: Hub,
         call_timeout: Duration,
+        action_timeout: Duration,
         max_retries: u32,
     ) -> Executor {
         Executor {
@@ -99,6 +102,7 @@ impl Executor {
             rm,
             hub,
             call_timeout,
+            action_timeout,
             max_retries,
             failed: BTreeMap::new(),
         }
@@ -283,16 +287,18 @@ impl Executor {
             if attempt > 0 {
                 tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
             }
-            match tokio::time::timeout(self.call_timeout, self.actuator.act(agent, req.clone()))
+            match tokio::time::timeout(self.action_timeout, self.actuator.act(agent, req.clone()))
                 .await
             {
                 Ok(Ok(result)) => return Ok(result),
                 Ok(Err(e)) => last = e,
                 Err(_) => {
-                    last = format!(
-                        "{agent} did not answer within {} ms",
-                        self.call_timeout.as_millis()
-                    )
+                    // Not retried: the agent may still be carrying it out. The next tick
+                    // sends it again if the plan still wants it.
+                    return Err(format!(
+                        "{agent} did not finish the action within {} ms",
+                        self.action_timeout.as_millis()
+                    ));
                 }
             }
         }
@@ -560,7 +566,14 @@ mod tests {
         })
         .unwrap();
         let hub = Hub::new();
-        let ex = Executor::new(fake.clone(), rm, hub.clone(), Duration::from_secs(1), 0);
+        let ex = Executor::new(
+            fake.clone(),
+            rm,
+            hub.clone(),
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+            0,
+        );
         (ex, fake, hub)
     }
 
