@@ -19,9 +19,9 @@
 
 use crate::cluster::{ContainerId, ContainerState, Millis, Partition, PolicyKind};
 use crate::config::settings::PolicySettings;
-use crate::policy::Amount;
 use crate::policy::capacity::{self, QueueLoad};
 use crate::policy::select::{adaptive_choice, is_share_based};
+use crate::policy::{Amount, held_at};
 use crate::resources::Resource;
 use crate::sim::engine::{Core, Phase};
 use crate::sim::sched::PolicyTicks;
@@ -242,7 +242,9 @@ impl QuietCheck {
                 // Resumed by `none`, or possibly frozen by graceful.
                 return false;
             }
-            let reclaimed = alloc - Amount::from(k.current).component_min(alloc);
+            // As the ledger counts it: CPU at the footprint holds no vcore.
+            let held = held_at(alloc, Amount::from(k.current), s.suspend.footprint);
+            let reclaimed = alloc - held;
             sums.reclaimed[q] += reclaimed;
             sums.node_held[k.node as usize] -= reclaimed;
             sums.node_reclaimed[k.node as usize] += reclaimed;
