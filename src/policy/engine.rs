@@ -165,7 +165,7 @@ struct Tick<'a> {
 /// a vcore can be neither advertised nor asked for, and counting it would leave every
 /// suspension a whole vcore short (two 1-vcore suspensions free 1.98 vcores, the node
 /// advertises 1). Memory is in MB and the footprint's 64 MB is really held: it counts.
-fn held_at(alloc: Amount, limits: Amount, footprint: Limits) -> Amount {
+pub(crate) fn held_at(alloc: Amount, limits: Amount, footprint: Limits) -> Amount {
     let floor = Amount::from(footprint).component_min(alloc);
     let vcores =
         if limits.vcores_milli < alloc.vcores_milli && limits.vcores_milli <= floor.vcores_milli {

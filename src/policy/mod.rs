@@ -57,6 +57,7 @@ pub use amount::Amount;
 pub use apply::apply;
 pub use capacity::QueueAccount;
 pub use dice::DiceReport;
+pub(crate) use engine::held_at;
 pub use plan::{Action, ActionKind, Before, PendingKill, Plan};
 pub use state::PolicyState;
 

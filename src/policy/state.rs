@@ -122,9 +122,12 @@ pub(crate) struct MemoStore {
 }
 
 impl MemoStore {
-    /// Whether some container is (or was, until the next sweep) marked for killing.
-    pub(crate) fn has_kill_marks(&self) -> bool {
-        !self.marked.is_empty()
+    /// The marked containers and when each was marked (`None` if its memo is gone),
+    /// in id order; read-only, for the simulator's idle-tick check.
+    pub(crate) fn kill_marks(&self) -> impl Iterator<Item = (ContainerId, Option<Millis>)> + '_ {
+        self.marked
+            .iter()
+            .map(|id| (*id, self.map.get(id).and_then(|m| m.kill_marked_at)))
     }
 }
 

@@ -46,8 +46,9 @@ impl PolicyBridge {
         self.state.settings()
     }
 
-    pub fn has_kill_marks(&self) -> bool {
-        self.state.memos.has_kill_marks()
+    /// Containers marked for killing and when (ms), in id order.
+    pub fn kill_marks(&self) -> impl Iterator<Item = (ContainerId, Option<Millis>)> + '_ {
+        self.state.memos.kill_marks()
     }
 
     /// One monitoring tick: `policy::decide` on the view, its actions in simulator
@@ -110,8 +111,21 @@ impl PolicyBridge {
 }
 
 /// Builds [`ClusterView`]s of the simulated cluster and maps the policy's ids back.
+///
+/// A view is built from scratch every tick (the policy reads a whole cluster, as in the
+/// controller), but into buffers kept from the last view ([`ViewBuilder::recycle`]):
+/// node ids, queue paths, applications' strings and request lists are written once and
+/// reused, so a tick allocates next to nothing on thousands of nodes.
 pub(crate) struct ViewBuilder {
-    node_ids: Vec<NodeId>,
+    node_count: usize,
+    /// Nodes of the last view, ids made once; each tick rewrites what changes.
+    nodes: Vec<Node>,
+    /// Root and leaves, paths made once.
+    queues: Vec<Queue>,
+    /// Applications of the last view, and spare ones whose buffers wait for reuse.
+    apps: Vec<App>,
+    spare_apps: Vec<App>,
+    view_containers: Vec<Container>,
     /// View container index -> simulator container, for the last view built.
     containers: Vec<u32>,
     /// Job -> view application index (u32::MAX when absent) for the current view.
@@ -121,7 +135,12 @@ pub(crate) struct ViewBuilder {
 impl ViewBuilder {
     pub fn new(nodes: usize) -> ViewBuilder {
         ViewBuilder {
-            node_ids: (0..nodes).map(node_id).collect(),
+            node_count: nodes,
+            nodes: Vec::new(),
+            queues: Vec::new(),
+            apps: Vec::new(),
+            spare_apps: Vec::new(),
+            view_containers: Vec::new(),
             containers: Vec::new(),
             app_of: Vec::new(),
         }
@@ -140,7 +159,22 @@ impl ViewBuilder {
             .strip_suffix(":8041")?
             .parse()
             .ok()?;
-        ((n as usize) < self.node_ids.len()).then_some(n)
+        ((n as usize) < self.node_count).then_some(n)
+    }
+
+    /// Take the buffers of a view built here back for the next one.
+    pub fn recycle(&mut self, view: ClusterView) {
+        let ClusterView {
+            queues,
+            apps,
+            nodes,
+            containers,
+            ..
+        } = view;
+        self.queues = queues;
+        self.apps = apps;
+        self.view_containers = containers;
+        self.nodes = nodes;
     }
 
     pub fn build<M: Copy + std::fmt::Debug>(
@@ -153,48 +187,50 @@ impl ViewBuilder {
             .nodes
             .iter()
             .fold(Resource::ZERO, |a, n| a + n.capacity);
-        let mut queues = vec![Queue {
-            path: "root".into(),
-            parent: None,
-            children: vec![],
-            guaranteed: cluster,
-            maximum: cluster,
-            preemption_disabled: false,
-            job_class: None,
-            policy: None,
-            used: Resource::ZERO,
-            pending: Resource::ZERO,
-        }];
-        for l in leaves {
-            queues.push(Queue {
-                path: format!("root.{}", l.spec.name),
-                parent: Some(QueueIdx(0)),
-                children: vec![],
-                guaranteed: l.guaranteed,
-                maximum: l.maximum,
-                preemption_disabled: false,
-                job_class: l.spec.class,
-                policy: None,
-                used: Resource::ZERO,
-                pending: Resource::ZERO,
-            });
+        if self.queues.len() != leaves.len() + 1 {
+            self.queues = std::iter::once("root".to_string())
+                .chain(leaves.iter().map(|l| format!("root.{}", l.spec.name)))
+                .map(|path| Queue {
+                    path,
+                    parent: None,
+                    children: vec![],
+                    guaranteed: Resource::ZERO,
+                    maximum: Resource::ZERO,
+                    preemption_disabled: false,
+                    job_class: None,
+                    policy: None,
+                    used: Resource::ZERO,
+                    pending: Resource::ZERO,
+                })
+                .collect();
         }
-        // Bring attained service up to now before reading it.
-        let live: Vec<u32> = core.containers().map(|(c, _)| c).collect();
-        for &c in &live {
+        self.queues[0].guaranteed = cluster;
+        self.queues[0].maximum = cluster;
+        for (q, l) in self.queues[1..].iter_mut().zip(leaves) {
+            q.parent = Some(QueueIdx(0));
+            q.guaranteed = l.guaranteed;
+            q.maximum = l.maximum;
+            q.job_class = l.spec.class;
+        }
+        // Bring attained service up to now before reading it; the live containers, in
+        // slab order, are the view's containers.
+        self.containers.clear();
+        self.containers.extend(core.containers().map(|(c, _)| c));
+        for &c in &self.containers {
             core.advance(c);
         }
         self.app_of.clear();
         self.app_of.resize(core.jobs.len(), u32::MAX);
-        let mut apps = Vec::new();
+        let mut apps = std::mem::take(&mut self.apps);
+        self.spare_apps.append(&mut apps);
         for (leaf_idx, l) in leaves.iter().enumerate() {
             for &j in &l.apps {
                 self.add_app(core, j, leaf_idx, &mut apps);
             }
         }
         // Jobs with running containers but nothing pending are out of the queues.
-        for &c in &live {
-            let job = core.container(c).job;
+        for i in 0..self.containers.len() {
+            let job = core.container(self.containers[i]).job;
             if self.app_of[job as usize] == u32::MAX {
                 let q = leaves
                     .iter()
@@ -203,19 +239,18 @@ impl ViewBuilder {
                 self.add_app(core, job, q, &mut apps);
             }
         }
-        let nodes = (0..core.nodes.len())
-            .map(|n| Node {
-                id: self.node_ids[n].clone(),
-                capacity: core.nodes[n].capacity,
-                advertised: advertised[n],
-                partition: core.nodes[n].partition,
-                used: Resource::ZERO,
-                containers: vec![],
-            })
-            .collect();
-        self.containers.clear();
-        let mut containers = Vec::with_capacity(live.len());
-        for &c in &live {
+        let mut nodes = std::mem::take(&mut self.nodes);
+        if nodes.len() != core.nodes.len() {
+            nodes = (0..core.nodes.len()).map(new_node).collect();
+        }
+        for (n, node) in nodes.iter_mut().enumerate() {
+            node.capacity = core.nodes[n].capacity;
+            node.advertised = advertised[n];
+            node.partition = core.nodes[n].partition;
+        }
+        let mut containers = std::mem::take(&mut self.view_containers);
+        containers.clear();
+        for &c in &self.containers {
             let k = core.container(c);
             let spec = core.wl.jobs[k.job as usize];
             let local = k.task - spec.first_task;
@@ -236,8 +271,8 @@ impl ViewBuilder {
                     && core.cfg.costs.swapping(k.allocated, k.current),
                 managed: true,
             });
-            self.containers.push(c);
         }
+        let queues = std::mem::take(&mut self.queues);
         ClusterView::new(queues, apps, nodes, containers)
     }
 
@@ -253,43 +288,78 @@ impl ViewBuilder {
         }
         let spec = core.wl.jobs[job as usize];
         let run = &core.jobs[job as usize];
-        // Outstanding requests grouped by container size.
-        let mut requests: Vec<ResourceRequest> = Vec::new();
-        let mut add = |shape: Resource| match requests.iter_mut().find(|r| r.capability == shape) {
-            Some(r) => r.num_containers += 1,
-            None => requests.push(ResourceRequest {
-                capability: shape,
-                num_containers: 1,
-            }),
-        };
+        let mut app = self.spare_apps.pop().unwrap_or_else(|| App {
+            id: app_id(job),
+            // Names and users mean nothing to the policies here.
+            name: String::new(),
+            queue: QueueIdx(0),
+            user: String::new(),
+            application_type: String::new(),
+            tags: vec![],
+            class: spec.class,
+            submitted_ms: 0,
+            progress: 0.0,
+            requests: vec![],
+            pending_since_ms: None,
+            containers: vec![],
+        });
+        // Outstanding requests grouped by container size, in order of first request.
+        let requests = &mut app.requests;
+        requests.clear();
+        let mut add =
+            |shape: Resource, n: u32| match requests.iter_mut().find(|r| r.capability == shape) {
+                Some(r) => r.num_containers += n,
+                None => requests.push(ResourceRequest {
+                    capability: shape,
+                    num_containers: n,
+                }),
+            };
         let mut oldest: Time = NONE;
         if !run.failed {
-            for t in spec.first_task + run.next..spec.first_task + spec.num_tasks {
-                add(core.wl.shape(t as usize));
-                oldest = oldest.min(spec.arrival);
+            let (from, to) = (spec.first_task + run.next, spec.first_task + spec.num_tasks);
+            if from < to {
+                oldest = spec.arrival;
+                if core.wl.task_shape.is_empty() {
+                    // Every task has the same shape: one request for all.
+                    add(core.wl.shape(from as usize), to - from);
+                } else {
+                    for t in from..to {
+                        add(core.wl.shape(t as usize), 1);
+                    }
+                }
             }
             for &(t, _, at) in &run.retry {
-                add(core.wl.shape(t as usize));
+                add(core.wl.shape(t as usize), 1);
                 oldest = oldest.min(at);
             }
         }
+        let app_type = spec.kind.application_type();
+        if app.application_type != app_type {
+            app.application_type.clear();
+            app.application_type.push_str(app_type);
+        }
+        app.id = app_id(job);
+        app.name.clear();
+        app.user.clear();
+        app.tags.clear();
+        app.queue = QueueIdx(leaf as u32 + 1);
+        app.class = spec.class;
+        app.submitted_ms = millis(spec.arrival);
+        app.progress = run.done as f64 / spec.num_tasks.max(1) as f64;
+        app.pending_since_ms = (oldest != NONE).then(|| millis(oldest));
         self.app_of[job as usize] = apps.len() as u32;
-        apps.push(App {
-            id: app_id(job),
-            // Names and users mean nothing to the policies here; empty strings cost no
-            // allocation on every tick.
-            name: String::new(),
-            queue: QueueIdx(leaf as u32 + 1),
-            user: String::new(),
-            application_type: spec.kind.application_type().into(),
-            tags: vec![],
-            class: spec.class,
-            submitted_ms: millis(spec.arrival),
-            progress: run.done as f64 / spec.num_tasks.max(1) as f64,
-            requests,
-            pending_since_ms: (oldest != NONE).then(|| millis(oldest)),
-            containers: vec![],
-        });
+        apps.push(app);
+    }
+}
+
+fn new_node(n: usize) -> Node {
+    Node {
+        id: node_id(n),
+        capacity: Resource::ZERO,
+        advertised: Resource::ZERO,
+        partition: Partition::General,
+        used: Resource::ZERO,
+        containers: vec![],
     }
 }
 

@@ -252,6 +252,7 @@ impl Central {
                 let class_leaf = |job: u32| {
                     by_class[(core.wl.jobs[job as usize].class == JobClass::Long) as usize] as usize
                 };
+                q.set_kill_marks(bridge.kill_marks());
                 let quiet = q.is_quiet(
                     core,
                     &self.leaves,
@@ -260,7 +261,6 @@ impl Central {
                     &self.queued,
                     &self.advertised,
                     bridge.settings(),
-                    bridge.has_kill_marks(),
                 );
                 if quiet && !q.verify {
                     self.skipped += 1;
@@ -280,7 +280,9 @@ impl Central {
                 return;
             }
         };
-        let actions = match bridge.decide(&view, &self.view, core.now / MICROS_PER_MILLI) {
+        let actions = bridge.decide(&view, &self.view, core.now / MICROS_PER_MILLI);
+        self.view.recycle(view);
+        let actions = match actions {
             Ok(a) => a,
             Err(e) => {
                 core.abort(e);

@@ -1,13 +1,15 @@
 //! Skipping monitoring ticks whose plan is provably empty.
 //!
 //! Under kill, immediate and graceful (and `adaptive` when it maps only to those) a
-//! tick acts on kill marks, on queues the capacity accounting asks to give something
+//! tick acts on kill marks whose wait is over or whose queue is owed room, on queues the capacity accounting asks to give something
 //! back, on squeezed containers of queues below their ideal share (resumption, with
 //! its delayed picks), on shrunk containers that swap (graceful freezes them), and on
 //! nodes whose advertised capacity or partition differs from what the ledger says.
 //! When none of these exist, `policy::decide` returns no action and changes nothing it
-//! reads later: no time-based rule can fire, since kill waits need a mark and resume
-//! picks a queue that is owed. This check works that out from aggregates in
+//! reads later: no time-based rule can fire, since every kill wait is still running
+//! and resume picks a queue that is owed. Marks still waiting are counted as the
+//! policy's ledger counts them (their queue no longer holds them, their room is free
+//! room to come). This check works that out from aggregates in
 //! O(containers + nodes + queued jobs) without allocating, running the same
 //! `capacity::account` the policy runs on the numbers its view and ledger would hold.
 //!
@@ -15,15 +17,16 @@
 //! [`PolicyTicks::VerifyIdle`] (the default in debug builds, so every test run checks
 //! every skip).
 
-use crate::cluster::{ContainerState, Partition, PolicyKind};
+use crate::cluster::{ContainerId, ContainerState, Millis, Partition, PolicyKind};
 use crate::config::settings::PolicySettings;
-use crate::policy::Amount;
 use crate::policy::capacity::{self, QueueLoad};
 use crate::policy::select::{adaptive_choice, is_share_based};
+use crate::policy::{Amount, held_at};
 use crate::resources::Resource;
 use crate::sim::engine::{Core, Phase};
 use crate::sim::sched::PolicyTicks;
 use crate::sim::sched::central::{Leaf, Msg};
+use crate::sim::workload::MICROS_PER_MILLI;
 
 /// Pending resources by task, as prefix sums (memory MB, vcores).
 pub(crate) struct QuietCheck {
@@ -32,6 +35,10 @@ pub(crate) struct QuietCheck {
     counted: Vec<u64>,
     sums: Sums,
     loads: Vec<QueueLoad>,
+    /// Kill marks of this tick as (job, container number, marked at ms), sorted, and
+    /// whether some mark's time is unknown.
+    marks: Vec<(u32, u64, u64)>,
+    unknown_mark: bool,
     tick: u64,
     /// Also run `decide` on skipped ticks and fail the run if it would have acted.
     pub verify: bool,
@@ -72,6 +79,8 @@ impl QuietCheck {
             counted: vec![0; wl.jobs.len()],
             sums: Sums::default(),
             loads: Vec::new(),
+            marks: Vec::new(),
+            unknown_mark: false,
             tick: 0,
             verify: ticks == PolicyTicks::VerifyIdle,
         }
@@ -98,6 +107,31 @@ impl QuietCheck {
         Resource::new(mem, u32::try_from(vc).unwrap_or(u32::MAX))
     }
 
+    /// The policy's kill marks before [`QuietCheck::is_quiet`].
+    pub fn set_kill_marks(&mut self, marks: impl Iterator<Item = (ContainerId, Option<Millis>)>) {
+        self.marks.clear();
+        self.unknown_mark = false;
+        for (id, at) in marks {
+            let job = id.application().id.wrapping_sub(1);
+            match at {
+                Some(at) => self.marks.push((job, id.id, at)),
+                None => self.unknown_mark = true,
+            }
+        }
+        self.marks.sort_unstable();
+    }
+
+    /// When the container of `job` numbered `number` was marked, if it is.
+    fn marked_at(&self, job: u32, number: u64) -> Option<u64> {
+        let i = self
+            .marks
+            .partition_point(|&(j, n, _)| (j, n) < (job, number));
+        self.marks
+            .get(i)
+            .filter(|&&(j, n, _)| (j, n) == (job, number))
+            .map(|&(_, _, at)| at)
+    }
+
     /// True when the policy's plan for a view of the cluster now is provably empty.
     #[allow(clippy::too_many_arguments)]
     pub fn is_quiet(
@@ -109,10 +143,9 @@ impl QuietCheck {
         queued: &[bool],
         advertised: &[Resource],
         s: &PolicySettings,
-        has_kill_marks: bool,
     ) -> bool {
-        // Marks are acted on (killed or dropped) by time; Dice's partition is given back.
-        if has_kill_marks || core.nodes.iter().any(|n| n.partition != Partition::General) {
+        // Dice's partition is given back.
+        if self.unknown_mark || core.nodes.iter().any(|n| n.partition != Partition::General) {
             return false;
         }
         self.tick += 1;
@@ -141,6 +174,7 @@ impl QuietCheck {
         sums: &mut Sums,
     ) -> bool {
         let tick = self.tick;
+        let now_ms = core.now / MICROS_PER_MILLI;
         for (li, l) in leaves.iter().enumerate() {
             for &j in &l.apps {
                 if self.counted[j as usize] != tick {
@@ -167,11 +201,7 @@ impl QuietCheck {
                 self.counted[k.job as usize] = tick;
                 add(&mut sums.pending, q, self.pending(core, k.job));
             }
-            if k.state == ContainerState::Running {
-                continue;
-            }
-            // Below its allocation: the ledger counts only what it still holds.
-            let policy = match s.kind {
+            let policy = || match s.kind {
                 PolicyKind::Adaptive => adaptive_choice(
                     core.wl.jobs[k.job as usize].kind.application_type(),
                     &[],
@@ -179,6 +209,31 @@ impl QuietCheck {
                 ),
                 p => p,
             };
+            if !self.marks.is_empty() {
+                let spec = core.wl.jobs[k.job as usize];
+                let number = 2
+                    + (k.task - spec.first_task) as u64
+                    + k.attempts as u64 * spec.num_tasks as u64;
+                if let Some(at) = self.marked_at(k.job, number) {
+                    // Killed now, or dropped (not under kill, or not running).
+                    if now_ms >= at.saturating_add(s.kill.max_wait_before_kill_ms)
+                        || policy() != PolicyKind::Kill
+                        || k.state != ContainerState::Running
+                    {
+                        return false;
+                    }
+                    // Still waiting: the ledger takes it from its queue, and its room
+                    // is room to come.
+                    sums.marked[q] += alloc;
+                    sums.marked_total += alloc;
+                    continue;
+                }
+            }
+            if k.state == ContainerState::Running {
+                continue;
+            }
+            // Below its allocation: the ledger counts only what it still holds.
+            let policy = policy();
             let swapping =
                 k.phase == Phase::Steady && core.cfg.costs.swapping(k.allocated, k.current);
             if !is_share_based(policy)
@@ -187,7 +242,9 @@ impl QuietCheck {
                 // Resumed by `none`, or possibly frozen by graceful.
                 return false;
             }
-            let reclaimed = alloc - Amount::from(k.current).component_min(alloc);
+            // As the ledger counts it: CPU at the footprint holds no vcore.
+            let held = held_at(alloc, Amount::from(k.current), s.suspend.footprint);
+            let reclaimed = alloc - held;
             sums.reclaimed[q] += reclaimed;
             sums.node_held[k.node as usize] -= reclaimed;
             sums.node_reclaimed[k.node as usize] += reclaimed;
@@ -232,12 +289,13 @@ impl QuietCheck {
         for (li, l) in sums.leaves.iter().enumerate() {
             let mut q = load(Some(0), l.0, l.1);
             q.used = sums.used[li];
-            q.held = sums.used[li] - sums.reclaimed[li];
+            q.held = sums.used[li] - sums.reclaimed[li] - sums.marked[li];
             q.pending = sums.pending[li].into();
             let root = &mut self.loads[0];
             root.used += q.used;
             root.held += q.used;
             root.held -= sums.reclaimed[li];
+            root.held -= sums.marked[li];
             root.pending += q.pending;
             self.loads.push(q);
         }
@@ -245,13 +303,16 @@ impl QuietCheck {
             .nodes
             .iter()
             .zip(&sums.node_held)
-            .fold(Amount::ZERO, |a, (n, held)| {
+            .fold(sums.marked_total, |a, (n, held)| {
                 a + (Amount::from(n.capacity) - *held)
             });
         let acc = capacity::account(&self.loads, cluster.into(), free_room, s);
+        // A queue owed room gets squeezed containers back (after D picks) and drops
+        // its kill marks.
         acc.to_reclaim.iter().all(|a| !a.any_positive())
             && (0..sums.leaves.len()).all(|li| {
-                !sums.squeezed[li] || !(acc.ideal[li + 1] - self.loads[li + 1].held).any_positive()
+                !(sums.squeezed[li] || sums.marked[li].any_positive())
+                    || !(acc.ideal[li + 1] - self.loads[li + 1].held).any_positive()
             })
     }
 }
@@ -263,6 +324,9 @@ pub(crate) struct Sums {
     leaves: Vec<(Resource, Resource)>,
     used: Vec<Amount>,
     reclaimed: Vec<Amount>,
+    /// Held by containers marked for killing and still waiting, per leaf and in all.
+    marked: Vec<Amount>,
+    marked_total: Amount,
     pending: Vec<Resource>,
     /// Some container of the leaf is below its allocation.
     squeezed: Vec<bool>,
@@ -273,7 +337,8 @@ pub(crate) struct Sums {
 impl Sums {
     fn reset(&mut self, nodes: usize, leaves: usize) {
         self.leaves.clear();
-        for v in [&mut self.used, &mut self.reclaimed] {
+        self.marked_total = Amount::ZERO;
+        for v in [&mut self.used, &mut self.reclaimed, &mut self.marked] {
             v.clear();
             v.resize(leaves, Amount::ZERO);
         }
