@@ -126,7 +126,7 @@ impl MemoStore {
     /// in id order; read-only, for the simulator's idle-tick check.
     pub(crate) fn kill_marks(&self) -> impl Iterator<Item = (ContainerId, Option<Millis>)> + '_ {
         self.marked
-            .iter()
+            .keys()
             .map(|id| (*id, self.map.get(id).and_then(|m| m.kill_marked_at)))
     }
 }
