@@ -3,7 +3,8 @@
 //! from the image `deploy/compose/build-image.sh` builds. A long job fills the cluster and
 //! a short job makes the controller suspend a long container; then, one after another:
 //! - the suspended container's agent is killed (SIGKILL) and started again: it recovers
-//!   the container from its state volume, still suspended;
+//!   the container from its state volume, still suspended; another node's agent, which
+//!   sees the container on the shared daemon, refuses to touch it;
 //! - the RM is frozen (`docker pause`) for three lease timeouts: no new preemption, the
 //!   suspension is kept, the controller says the RM is unreachable, and recovers after;
 //! - the agent is cut off (`docker network disconnect`): it resumes the container at lease
@@ -559,6 +560,31 @@ async fn the_compose_cluster_preempts_and_survives_agent_rm_network_and_controll
             .read_limits()
             .is_ok_and(|l| l == suspended_limits),
         "the suspension survived the agent's restart"
+    );
+
+    // Another node's agent sees the container on the shared Docker daemon but refuses it:
+    // its NodeManager does not list it.
+    let other = ["agent1", "agent2", "agent3"]
+        .into_iter()
+        .find(|a| *a != agent_service)
+        .expect("another agent");
+    let other_url = format!("http://{}:8049", compose.ip(other).await);
+    let refused = preemptor::agent::AgentClient::new(&other_url, &agent_token, LEASE)
+        .expect("agent client")
+        .kill(&victim)
+        .await;
+    match refused {
+        Err(preemptor::agent::client::ClientError::Api { status, error, .. }) => {
+            assert_eq!((status.as_u16(), error.as_str()), (403, "not_on_this_node"))
+        }
+        unexpected => panic!("{other_url} acted on {victim} of {victim_nm}: {unexpected:?}"),
+    }
+    assert!(
+        long.containers[&victim]
+            .1
+            .read_limits()
+            .is_ok_and(|l| l == suspended_limits),
+        "the refused kill left {victim} as it was"
     );
 
     // 2. The RM frozen for three lease timeouts: leases are kept, nothing new happens.
