@@ -38,23 +38,31 @@ enum LogFormatArg {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Validate capacity-scheduler.xml and preemptor-site.xml and print the queue tree.
+    #[command(
+        about = "Validate capacity-scheduler.xml and preemptor-site.xml and print the queue tree"
+    )]
     CheckConfig(preemptor::config::cli::CheckConfigArgs),
-    /// Run the node agent on a NodeManager host (suspends, shrinks, resumes containers).
+    #[command(
+        about = "Run the node agent on a NodeManager host (suspends, shrinks, resumes containers)"
+    )]
     Agent(preemptor::agent::cli::AgentArgs),
-    /// Run the controller beside the ResourceManager (observe, decide, act).
+    #[command(about = "Run the controller beside the ResourceManager (observe, decide, act)")]
     Controller(preemptor::controller::cli::ControllerArgs),
-    /// Run an emulated YARN (RM + NodeManagers) whose containers are real Docker containers.
+    #[command(
+        about = "Run an emulated YARN (RM + NodeManagers) whose containers are real Docker containers"
+    )]
     Emulate(preemptor::emulator::cli::EmulateArgs),
-    /// Run one emulated YARN NodeManager as its own process, for `emulate --nodemanager`.
+    #[command(
+        about = "Run one emulated YARN NodeManager as its own process, for `emulate --nodemanager`"
+    )]
     Nodemanager(preemptor::emulator::nodemanager::cli::NodemanagerArgs),
-    /// Run emulator, agent and controller on this machine and compare policies.
+    #[command(about = "Run emulator, agent and controller on this machine and compare policies")]
     Demo(preemptor::controller::cli::DemoArgs),
-    /// Simulate policies and schedulers on a job trace at datacenter scale.
+    #[command(about = "Simulate policies and schedulers on a job trace at datacenter scale")]
     Sim(preemptor::sim::cli::SimArgs),
-    /// Follow a controller's preemption log.
+    #[command(about = "Follow a controller's preemption log")]
     Logs(preemptor::controller::cli::LogsArgs),
-    /// Create bearer-token files for the agent and controller APIs.
+    #[command(about = "Create bearer-token files for the agent and controller APIs")]
     Token(TokenArgs),
 }
 
@@ -265,6 +273,22 @@ mod tests {
                     args.join(" ")
                 );
             }
+        }
+    }
+
+    #[test]
+    fn subcommand_help_keeps_each_commands_long_description() {
+        // A doc comment on a variant would reset the long description its arguments set.
+        let cli = <Cli as clap::CommandFactory>::command();
+        for name in ["controller", "emulate", "nodemanager", "token"] {
+            let sub = cli
+                .find_subcommand(name)
+                .unwrap_or_else(|| panic!("no subcommand {name}"));
+            assert!(sub.get_about().is_some(), "{name} has no summary");
+            assert!(
+                sub.get_long_about().is_some(),
+                "`preemptor {name} --help` lost its long description"
+            );
         }
     }
 
