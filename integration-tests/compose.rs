@@ -245,6 +245,12 @@ impl Api {
         }
     }
 
+    /// The controller's `/api/v1/status`.
+    async fn status(&self, controller: &str, token: &str) -> Result<Value, String> {
+        self.get(&format!("{controller}/api/v1/status"), Some(token))
+            .await
+    }
+
     async fn get(&self, url: &str, token: Option<&str>) -> Result<Value, String> {
         let mut req = self.http.get(url);
         if let Some(t) = token {
@@ -419,10 +425,7 @@ async fn the_compose_cluster_preempts_and_survives_agent_rm_network_and_controll
         Duration::from_secs(120),
         "the controller to see 3 nodes with agents",
         || async {
-            let s = api
-                .get(&format!("{controller}/api/v1/status"), Some(&ctl_token))
-                .await
-                .ok()?;
+            let s = api.status(&controller, &ctl_token).await.ok()?;
             let nodes = s["nodes"].as_array()?;
             (s["rmReachable"] == true
                 && nodes.len() == 3
@@ -602,10 +605,7 @@ async fn the_compose_cluster_preempts_and_survives_agent_rm_network_and_controll
                 .is_ok_and(|l| l == suspended_limits),
             "{victim} stayed suspended while the RM was unreachable"
         );
-        if let Ok(s) = api
-            .get(&format!("{controller}/api/v1/status"), Some(&ctl_token))
-            .await
-        {
+        if let Ok(s) = api.status(&controller, &ctl_token).await {
             saw_unreachable |= s["rmReachable"] == false;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -627,10 +627,7 @@ async fn the_compose_cluster_preempts_and_survives_agent_rm_network_and_controll
         Duration::from_secs(30),
         "the controller to reach the RM again",
         || async {
-            let s = api
-                .get(&format!("{controller}/api/v1/status"), Some(&ctl_token))
-                .await
-                .ok()?;
+            let s = api.status(&controller, &ctl_token).await.ok()?;
             (s["rmReachable"] == true).then_some(())
         },
     )
@@ -666,10 +663,7 @@ async fn the_compose_cluster_preempts_and_survives_agent_rm_network_and_controll
         Duration::from_secs(60),
         "the controller to reach the agent again",
         || async {
-            let s = api
-                .get(&format!("{controller}/api/v1/status"), Some(&ctl_token))
-                .await
-                .ok()?;
+            let s = api.status(&controller, &ctl_token).await.ok()?;
             s["nodes"]
                 .as_array()?
                 .iter()
@@ -743,10 +737,7 @@ async fn the_compose_cluster_preempts_and_survives_agent_rm_network_and_controll
         Duration::from_secs(60),
         "the restarted controller to see the cluster",
         || async {
-            let s = api
-                .get(&format!("{controller}/api/v1/status"), Some(&ctl_token))
-                .await
-                .ok()?;
+            let s = api.status(&controller, &ctl_token).await.ok()?;
             let nodes = s["nodes"].as_array()?;
             let containers: usize = nodes
                 .iter()

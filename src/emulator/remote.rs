@@ -472,19 +472,24 @@ mod tests {
         }
     }
 
-    async fn nodemanager() -> (NodeManagerHandle, NodeId) {
-        let nm = NodeManager::start(NodeManagerConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            node_id: None,
+    /// A simulated NodeManager of 4 GB and 4 vcores on `listen`.
+    fn simulated_nm(listen: &str, node_id: Option<NodeId>) -> NodeManagerConfig {
+        NodeManagerConfig {
+            listen: listen.parse().unwrap(),
+            node_id,
             resource: Resource::new(4096, 4),
             runtime: RuntimeChoice::Simulated,
             cpu_scale: 1.0,
             image: None,
             instance: None,
             token: TOKEN.to_vec(),
-        })
-        .await
-        .unwrap();
+        }
+    }
+
+    async fn nodemanager() -> (NodeManagerHandle, NodeId) {
+        let nm = NodeManager::start(simulated_nm("127.0.0.1:0", None))
+            .await
+            .unwrap();
         let node = NodeId::new(nm.url().trim_start_matches("http://"));
         (nm, node)
     }
@@ -571,16 +576,10 @@ mod tests {
         let run = tokio::spawn(rt.run(spec(&node, 6, 100), rec.clone()));
         tokio::time::sleep(Duration::from_millis(1500)).await;
         assert!(!run.is_finished(), "the launch is retried, not given up");
-        let nm = NodeManager::start(NodeManagerConfig {
-            listen: format!("127.0.0.1:{port}").parse().unwrap(),
-            node_id: Some(node.clone()),
-            resource: Resource::new(4096, 4),
-            runtime: RuntimeChoice::Simulated,
-            cpu_scale: 1.0,
-            image: None,
-            instance: None,
-            token: TOKEN.to_vec(),
-        })
+        let nm = NodeManager::start(simulated_nm(
+            &format!("127.0.0.1:{port}"),
+            Some(node.clone()),
+        ))
         .await
         .unwrap();
         let done = tokio::time::timeout(Duration::from_secs(10), run)
