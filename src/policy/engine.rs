@@ -155,6 +155,8 @@ struct Tick<'a> {
     las: Option<LasScan>,
     dice: Option<DiceScan>,
     partition_changes: Vec<(usize, Partition)>,
+    /// Dice planned the partitions already this tick (possibly to no change).
+    partitions_planned: bool,
     actions: Vec<Action>,
     pending_kills: Vec<PendingKill>,
     notes: Vec<String>,
@@ -313,6 +315,7 @@ impl<'a> Tick<'a> {
             las,
             dice,
             partition_changes: Vec::new(),
+            partitions_planned: false,
             actions: Vec::new(),
             pending_kills: Vec::new(),
             notes: Vec::new(),
@@ -1251,7 +1254,16 @@ impl<'a> Tick<'a> {
         let long = |c: &Container| c.is_live() && view.app(c.app).class == JobClass::Long;
         // One pass over the node's containers: they lie scattered in the view.
         let (mut long_running, mut long_suspended) = (false, false);
-        let mut candidates: Vec<ContainerIdx> = Vec::new();
+        // The candidate: non-AM before AM, then newest first; the first such in list
+        // order on ties, as a stable sort would give.
+        let better = |a: ContainerIdx, b: ContainerIdx| {
+            let (ca, cb) = (view.container(a), view.container(b));
+            ca.is_am
+                .cmp(&cb.is_am)
+                .then(super::victims::newest_first(ca, cb))
+                .is_lt()
+        };
+        let mut candidate: Option<ContainerIdx> = None;
         for &ci in &node.containers {
             let c = view.container(ci);
             if !long(c) {
@@ -1266,17 +1278,12 @@ impl<'a> Tick<'a> {
                 && self.policy[c.app.get()] == PolicyKind::Dice
                 && !self.acted.contains(ci)
                 && self.memos.get(ci).dice_suspensions < s.max_suspensions
+                && candidate.is_none_or(|best| better(ci, best))
             {
-                candidates.push(ci);
+                candidate = Some(ci);
             }
         }
-        candidates.sort_by(|&a, &b| {
-            let (ca, cb) = (view.container(a), view.container(b));
-            ca.is_am
-                .cmp(&cb.is_am)
-                .then(super::victims::newest_first(ca, cb))
-        });
-        let Some(&ci) = candidates.first() else {
+        let Some(ci) = candidate else {
             return false;
         };
         let c = view.container(ci);
@@ -1291,12 +1298,16 @@ impl<'a> Tick<'a> {
             return false;
         }
         let reason = || {
-            format!(
+            // Sized up front: growing a copy of the long header costs more than the rest.
+            let mut r = String::with_capacity(header.len() + 160);
+            let _ = write!(
+                r,
                 "{header}: long job {} runs here, no long container is suspended here, short work is waiting (suspension {} of at most {})",
                 view.app(c.app).id,
                 suspensions + 1,
                 s.max_suspensions
-            )
+            );
+            r
         };
         if self
             .suspend(ci, PolicyKind::Dice, Room::Advertised(n), reason)
@@ -1313,7 +1324,7 @@ impl<'a> Tick<'a> {
     /// (MinShort before the first window closes, if configured); without Dice, every
     /// node is general.
     fn partitions(&mut self, st: &DiceState) {
-        if !self.partition_changes.is_empty() {
+        if self.partitions_planned {
             return;
         }
         if !self.dice_active {
@@ -1338,33 +1349,39 @@ impl<'a> Tick<'a> {
     /// Convert the least loaded general nodes, or release the most loaded short nodes,
     /// until `target` nodes are short. Running containers are never touched.
     fn plan_partitions(&mut self, target: usize) {
+        self.partitions_planned = true;
         let view = self.view;
         let ledger = &self.ledger;
-        let load = |n: usize| ledger.node_held[n].dominant_share(&ledger.node_cap[n]);
-        let (short, general): (Vec<usize>, Vec<usize>) =
-            (0..view.nodes.len()).partition(|&n| view.nodes[n].partition == Partition::Short);
-        let (mut pool, k, to) = if short.len() < target {
-            (general, target - short.len(), Partition::Short)
+        let short = view
+            .nodes
+            .iter()
+            .filter(|n| n.partition == Partition::Short)
+            .count();
+        let (from, k, to) = if short < target {
+            (Partition::General, target - short, Partition::Short)
         } else {
-            let k = short.len() - target;
-            (short, k, Partition::General)
+            (Partition::Short, short - target, Partition::General)
         };
+        if k == 0 {
+            self.partition_changes.clear();
+            return;
+        }
+        // Least loaded first when converting, most loaded first when releasing; the
+        // load is computed once per node, not once per comparison.
         let converting = to == Partition::Short;
-        let order = |a: &usize, b: &usize| {
-            let by_load = load(*a).total_cmp(&load(*b));
-            let by_load = if converting {
-                by_load
-            } else {
-                by_load.reverse()
-            };
-            by_load.then(a.cmp(b))
-        };
+        let mut pool: Vec<(f64, u32)> = (0..view.nodes.len())
+            .filter(|&n| view.nodes[n].partition == from)
+            .map(|n| {
+                let load = ledger.node_held[n].dominant_share(&ledger.node_cap[n]);
+                (if converting { load } else { -load }, n as u32)
+            })
+            .collect();
         if k < pool.len() {
-            pool.select_nth_unstable_by(k, order);
+            pool.select_nth_unstable_by(k, |a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
             pool.truncate(k);
         }
-        pool.sort_unstable();
-        self.partition_changes = pool.into_iter().map(|n| (n, to)).collect();
+        pool.sort_unstable_by_key(|&(_, n)| n);
+        self.partition_changes = pool.into_iter().map(|(_, n)| (n as usize, to)).collect();
     }
 
     /// Advertise physical capacity plus what was reclaimed there (and N+Q admission
