@@ -5,6 +5,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -257,14 +258,26 @@ impl std::hash::Hasher for IdHasher {
 /// `HashMap` keyed by YARN ids with [`IdHasher`].
 pub type IdMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<IdHasher>>;
 
-/// A NodeManager's id as the RM reports it: `host:port`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct NodeId(pub String);
+/// A NodeManager's id as the RM reports it: `host:port`. Shared, not copied: a policy
+/// tick names nodes in thousands of actions and pending kills.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(Arc<str>);
+
+impl Serialize for NodeId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for NodeId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(NodeId::new)
+    }
+}
 
 impl NodeId {
     pub fn new(s: impl Into<String>) -> Self {
-        NodeId(s.into())
+        NodeId(Arc::from(s.into()))
     }
 
     pub fn host(&self) -> &str {
