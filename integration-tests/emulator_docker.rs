@@ -7,35 +7,15 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bollard::Docker;
-use bollard::query_parameters::ListContainersOptions;
 use preemptor::cluster::ContainerId;
-use preemptor::emulator::docker::{CONTAINER_ID_LABEL, INSTANCE_LABEL, NODE_ID_LABEL};
+use preemptor::emulator::docker::{CONTAINER_ID_LABEL, NODE_ID_LABEL};
 use preemptor::emulator::state::{RmContainerState, exit};
 use preemptor::emulator::workload::WorkloadSpec;
 use preemptor::emulator::{Emulator, EmulatorConfig, RuntimeChoice};
 use preemptor::resources::Resource;
 
 use crate::common::{TestImage, docker_or_skip};
-use crate::emulator_support::{EmulatorGuard, submit, wait_until};
-
-async fn instance_containers(
-    docker: &Docker,
-    instance: &str,
-) -> Vec<bollard::models::ContainerSummary> {
-    let filters = [(
-        "label".to_string(),
-        vec![format!("{INSTANCE_LABEL}={instance}")],
-    )]
-    .into();
-    docker
-        .list_containers(Some(ListContainersOptions {
-            all: true,
-            filters: Some(filters),
-            ..Default::default()
-        }))
-        .await
-        .unwrap()
-}
+use crate::emulator_support::{EmulatorGuard, instance_containers, submit, wait_until};
 
 /// The memory limit Docker wrote into the container's own cgroup (v1 or v2).
 fn cgroup_memory_limit(parent: &str, docker_id: &str) -> Option<u64> {

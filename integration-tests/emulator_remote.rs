@@ -9,9 +9,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use bollard::Docker;
-use bollard::query_parameters::ListContainersOptions;
 use preemptor::cluster::{ApplicationId, ContainerId, NodeId};
-use preemptor::emulator::docker::{INSTANCE_LABEL, NODE_ID_LABEL, remove_instance_containers};
+use preemptor::emulator::docker::{NODE_ID_LABEL, remove_instance_containers};
 use preemptor::emulator::nodemanager::{NodeManager, NodeManagerConfig};
 use preemptor::emulator::runtime::RuntimeKind;
 use preemptor::emulator::state::{RmContainerState, RmState, exit};
@@ -22,7 +21,7 @@ use preemptor::emulator::{
 use preemptor::resources::Resource;
 
 use crate::common::{TestImage, block_on_cleanup, docker_or_skip, unique_name};
-use crate::emulator_support::{EmulatorGuard, get_json, submit, wait_until};
+use crate::emulator_support::{EmulatorGuard, get_json, instance_containers, submit, wait_until};
 
 const CPU_SCALE: f64 = 0.1;
 
@@ -153,22 +152,6 @@ impl Drop for NmProcess {
     }
 }
 
-async fn labelled(docker: &Docker, instance: &str) -> Vec<bollard::models::ContainerSummary> {
-    let filters = [(
-        "label".to_string(),
-        vec![format!("{INSTANCE_LABEL}={instance}")],
-    )]
-    .into();
-    docker
-        .list_containers(Some(ListContainersOptions {
-            all: true,
-            filters: Some(filters),
-            ..Default::default()
-        }))
-        .await
-        .unwrap()
-}
-
 fn remote_config(nodes: Vec<NodeId>, token: &str, node: Resource) -> EmulatorConfig {
     let mut config = EmulatorConfig::local(nodes.len(), node, RuntimeChoice::Docker);
     config.cpu_scale = CPU_SCALE;
@@ -274,7 +257,7 @@ async fn an_rm_runs_an_application_on_two_nodemanager_processes() {
     for nm in &nms {
         let on_nm = nm_containers(&http, &nm.url).await;
         assert!(!on_nm.is_empty(), "{} runs none of {tasks:?}", nm.node);
-        let docker_side = labelled(&docker, &nm.instance).await;
+        let docker_side = instance_containers(&docker, &nm.instance).await;
         assert_eq!(docker_side.len(), on_nm.len(), "{}: {on_nm:?}", nm.node);
         for (id, state) in &on_nm {
             assert_eq!(state, "RUNNING", "{id}");
@@ -334,7 +317,7 @@ async fn an_rm_runs_an_application_on_two_nodemanager_processes() {
         )
         .await;
         assert_eq!(c["container"]["exitCode"], 0, "{c}");
-        assert!(labelled(&docker, &nm.instance).await.is_empty());
+        assert!(instance_containers(&docker, &nm.instance).await.is_empty());
         let status = nm.stop().expect("was running");
         assert!(status.success(), "{}: {status}", nm.node);
     }
@@ -409,7 +392,7 @@ async fn a_frozen_nodemanager_keeps_its_task_and_the_rm_reattaches() {
     rm.handle.take().unwrap().shutdown().await.unwrap();
     let status = nm.stop().expect("was running");
     assert!(status.success(), "{status}");
-    assert!(labelled(&docker, &nm.instance).await.is_empty());
+    assert!(instance_containers(&docker, &nm.instance).await.is_empty());
 }
 
 /// An RM whose token the NodeManager refuses: the launch fails with a diagnostic saying

@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use bollard::Docker;
+use bollard::query_parameters::ListContainersOptions;
 use preemptor::emulator::EmulatorHandle;
-use preemptor::emulator::docker::remove_instance_containers;
+use preemptor::emulator::docker::{INSTANCE_LABEL, remove_instance_containers};
 use preemptor::emulator::workload::WorkloadSpec;
 use preemptor::resources::Resource;
 use preemptor::yarn::dto::{NewApplication, YarnApplicationState};
@@ -137,4 +138,24 @@ pub async fn run_client_script(script: &str, arg: &str) -> serde_json::Value {
     );
     assert!(output.status.success(), "client script failed:\n{stderr}");
     serde_json::from_slice(&output.stdout).expect("script prints JSON")
+}
+
+/// Every Docker container, running or not, that the emulator instance labelled.
+pub async fn instance_containers(
+    docker: &Docker,
+    instance: &str,
+) -> Vec<bollard::models::ContainerSummary> {
+    let filters = [(
+        "label".to_string(),
+        vec![format!("{INSTANCE_LABEL}={instance}")],
+    )]
+    .into();
+    docker
+        .list_containers(Some(ListContainersOptions {
+            all: true,
+            filters: Some(filters),
+            ..Default::default()
+        }))
+        .await
+        .expect("Docker lists containers")
 }
