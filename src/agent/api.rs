@@ -103,6 +103,11 @@ pub struct ActionTimings {
     pub memory_ms: f64,
     /// Proactive reclaim (process_madvise MADV_PAGEOUT) before the limit write.
     pub pageout_ms: f64,
+    /// From the start of the memory phase until the cgroup's memory limit stood at the
+    /// target, so usage fit it: page-out plus the limit write. On the Docker path the
+    /// rest of `memory_ms` is Docker recording the new limit.
+    #[serde(default)]
+    pub reclaim_ms: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

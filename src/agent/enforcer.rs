@@ -1007,6 +1007,7 @@ impl Enforcer {
             let t0 = Instant::now();
             out.memory_before = dirs.sample().ok().map(|s| s.memory_usage_bytes);
             let mut fast = (false, 0);
+            let mut reclaimed_at = None;
             if kind == ActionKind::Suspend {
                 // A throttled container cannot fight back: all at once. Whatever is left
                 // (EBUSY, Docker's view on the Docker path) goes through the steps below.
@@ -1015,6 +1016,7 @@ impl Enforcer {
                     .await;
                 out.timings.pageout_ms = pageout_ms;
                 fast = (written, u32::from(busy));
+                reclaimed_at = written.then(|| t0.elapsed());
             } else if self.settings.proactive_reclaim {
                 // A shrunk container keeps running: gradual steps, never more than asked.
                 out.timings.pageout_ms =
@@ -1023,6 +1025,7 @@ impl Enforcer {
             let (written, retries) = self
                 .step_memory_down(id, insp, dirs, path, want, current, &mut docker_now)
                 .await?;
+            out.timings.reclaim_ms = ms(reclaimed_at.unwrap_or_else(|| t0.elapsed()));
             out.changed |= written || fast.0;
             out.busy_retries = retries + fast.1;
             out.memory_after = dirs.sample().ok().map(|s| s.memory_usage_bytes);
