@@ -185,6 +185,12 @@ async fn memory_is_reclaimed_into_swap_and_the_container_finishes() {
         r.timings.throttle_wait_ms
     );
     assert!(
+        r.timings.reclaim_ms > 0.0 && r.timings.reclaim_ms <= r.timings.memory_ms,
+        "reclaim {} ms is not part of the memory phase's {} ms",
+        r.timings.reclaim_ms,
+        r.timings.memory_ms
+    );
+    assert!(
         reclaimed * 1024.0 > 150.0,
         "only {:.0} MB reclaimed",
         reclaimed * 1024.0
