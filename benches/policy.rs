@@ -12,7 +12,7 @@
 //! shared machine the minimum is the better estimate of the cost itself. The growth
 //! ratio is measured apart from the table, with cold runs of both sizes interleaved
 //! (the same full tick on the same clusters), so that load from other work on the
-//! machine falls on both alike.
+//! machine falls on both alike, in several rounds whose median is reported.
 //!
 //! Run with `cargo bench --bench policy`; `-- --quick` for 1k and 10k only,
 //! `-- --nodes N --policy P` to time one size and one policy (e.g. under `perf`),
@@ -245,39 +245,40 @@ fn measure(
     (build, base, base_cold, rows)
 }
 
-/// Cold runs per size in the growth comparison, interleaved.
+/// Cold runs per size in each round of the growth comparison, interleaved.
 const PAIRS: usize = 15;
+/// Rounds of the growth comparison. A slow spell of the host (other VMs on the same
+/// cores and memory) lasts seconds and would bias a single round; the median of rounds
+/// spread over the run does not follow one spell.
+const ROUNDS: usize = 5;
 
 /// Cold timings of `run` on both sizes, interleaved so that both see the machine in
 /// the same states (each run after the same cache eviction; which size goes first
 /// alternates): the ratio `large / small` of the minimums (a run disturbed by other
-/// work on the machine only ever gets slower), and the median of the ratios of
-/// back-to-back pairs.
+/// work on the machine only ever gets slower).
 fn paired(
     small: &ClusterView,
     large: &ClusterView,
     buf: &mut [u8],
     run: impl Fn(&ClusterView) -> Duration,
-) -> (f64, f64) {
+) -> f64 {
     let mut cold = |v: &ClusterView| {
         evict(buf);
         ms(run(v))
     };
-    let pairs: Vec<(f64, f64)> = (0..PAIRS)
-        .map(|i| {
-            if i % 2 == 0 {
-                let s = cold(small);
-                (s, cold(large))
-            } else {
-                let l = cold(large);
-                (cold(small), l)
-            }
-        })
-        .collect();
-    let min = |f: fn(&(f64, f64)) -> f64| pairs.iter().map(f).fold(f64::INFINITY, f64::min);
-    let mut ratios: Vec<f64> = pairs.iter().map(|(s, l)| l / s).collect();
-    ratios.sort_by(f64::total_cmp);
-    (min(|p| p.1) / min(|p| p.0), ratios[PAIRS / 2])
+    let (mut s_min, mut l_min) = (f64::INFINITY, f64::INFINITY);
+    for i in 0..PAIRS {
+        let (s, l) = if i % 2 == 0 {
+            let s = cold(small);
+            (s, cold(large))
+        } else {
+            let l = cold(large);
+            (cold(small), l)
+        };
+        s_min = s_min.min(s);
+        l_min = l_min.min(l);
+    }
+    l_min / s_min
 }
 
 /// The value after `--name`, parsed.
@@ -379,37 +380,57 @@ fn main() {
         by_size.iter().find(|s| s.0 == 50_000),
     ) {
         println!(
-            "\ngrowth 10,000 -> 50,000 nodes, cold: ratio of the minimums of {PAIRS} interleaved runs per size \
-             (median ratio of back-to-back pairs); linear would be 5.0, target <= 5.5; then warm min, warm median"
+            "\ngrowth 10,000 -> 50,000 nodes, cold: ratio of the minimums of {PAIRS} interleaved runs per size, \
+             in {ROUNDS} rounds spread over the measurement (fresh copies of the views each round): \
+             median of the rounds [lowest, highest]; linear would be 5.0, target <= 5.5; then warm min, warm median"
         );
-        let scan_pair = paired(&small.4, &large.4, &mut buf, |v| {
-            let t = Instant::now();
-            black_box(scan(black_box(v)));
-            t.elapsed()
-        });
-        for (a, b) in small.3.iter().zip(&large.3) {
-            let Ok(kind) = a.policy.parse::<PolicyKind>() else {
-                continue;
+        let kinds: Vec<PolicyKind> = small
+            .3
+            .iter()
+            .filter_map(|r| r.policy.parse::<PolicyKind>().ok())
+            .collect();
+        let mut ratios = vec![Vec::new(); kinds.len() + 1];
+        for round in 0..ROUNDS {
+            eprintln!("growth round {}/{ROUNDS}", round + 1);
+            for (i, &kind) in kinds.iter().enumerate() {
+                let (vs, ss, ns) = steady(&small.4, kind);
+                let (vl, sl, nl) = steady(&large.4, kind);
+                let tick_of = |v: &ClusterView| {
+                    if std::ptr::eq(v, &vs) {
+                        time_tick(&vs, &ss, ns).0
+                    } else {
+                        time_tick(&vl, &sl, nl).0
+                    }
+                };
+                ratios[i].push(paired(&vs, &vl, &mut buf, tick_of));
+            }
+            let scan_of = |v: &ClusterView| {
+                let t = Instant::now();
+                black_box(scan(black_box(v)));
+                t.elapsed()
             };
-            let (vs, ss, ns) = steady(&small.4, kind);
-            let (vl, sl, nl) = steady(&large.4, kind);
-            let tick_of = |v: &ClusterView| {
-                if std::ptr::eq(v, &vs) {
-                    time_tick(&vs, &ss, ns).0
-                } else {
-                    time_tick(&vl, &sl, nl).0
-                }
-            };
-            let (of_min, med) = paired(&vs, &vl, &mut buf, tick_of);
+            ratios[kinds.len()].push(paired(&small.4, &large.4, &mut buf, scan_of));
+        }
+        let summary = |r: &mut Vec<f64>| {
+            r.sort_by(f64::total_cmp);
+            format!("{:.2} [{:.2}, {:.2}]", r[r.len() / 2], r[0], r[r.len() - 1])
+        };
+        for ((kind, r), (a, b)) in kinds
+            .iter()
+            .zip(&mut ratios)
+            .zip(small.3.iter().zip(&large.3))
+        {
             println!(
-                "  {:>11}: {of_min:.2} ({med:.2}); warm {:.2}, {:.2}",
-                a.policy,
+                "  {:>11}: {}; warm {:.2}, {:.2}",
+                kind.to_string(),
+                summary(r),
                 ms(b.best) / ms(a.best),
                 ms(b.tick) / ms(a.tick)
             );
         }
-        let (of_min, med) = scan_pair;
-        println!("  {:>11}: {of_min:.2} ({med:.2})", "(scan)");
+        if let Some(r) = ratios.last_mut() {
+            println!("  {:>11}: {}", "(scan)", summary(r));
+        }
         println!(
             "  {:>11}: {:.2} (warm median)",
             "(view::new)",
