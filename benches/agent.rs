@@ -327,7 +327,9 @@ async fn reclaim_new(
     want: CgroupLimits,
     metrics: Arc<Metrics>,
 ) -> BenchResult<bool> {
-    let r = reclaim::reclaim_for_suspend(dirs.clone(), want, true, metrics)
+    let usage = dirs.sample().ok().map(|s| s.memory_usage_bytes);
+    let budget = reclaim::suspend_page_out_budget(usage, want.memory_bytes);
+    let r = reclaim::reclaim_for_suspend(dirs.clone(), want, budget, metrics)
         .await
         .map_err(|e| e.to_string())?;
     if r.write.is_err() {

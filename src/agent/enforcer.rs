@@ -1045,12 +1045,12 @@ impl Enforcer {
         want: &RealTarget,
         usage: Option<u64>,
     ) -> (f64, bool, bool) {
-        // Nothing to page out when the usage already fits (or is unknown: the write copes).
-        let over = matches!((usage, want.cgroup.memory_bytes), (Some(u), Some(t)) if u > t);
+        // The cut and a margin, not everything resident (see suspend_page_out_budget).
+        let budget = super::reclaim::suspend_page_out_budget(usage, want.cgroup.memory_bytes);
         let r = super::reclaim::reclaim_for_suspend(
             dirs.clone(),
             want.cgroup,
-            self.settings.proactive_reclaim && over,
+            budget.filter(|_| self.settings.proactive_reclaim),
             self.metrics.clone(),
         )
         .await;

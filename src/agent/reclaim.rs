@@ -7,10 +7,10 @@
 //! write that follows then only drops clean swap-cache pages. The advice changes no
 //! semantics: a page the (throttled) task touches again is simply faulted back in.
 //!
-//! A suspend does it all at once ([`reclaim_for_suspend`]): page out only what
-//! `/proc/<pid>/pagemap` shows resident, then one limit write, both from a short-lived
-//! thread at `SCHED_FIFO`, so that other load on the host (and the container, already
-//! throttled) cannot stretch the reclaim. The policy is dropped before the thread ends;
+//! A suspend does it all at once ([`reclaim_for_suspend`]): page out, of what
+//! `/proc/<pid>/pagemap` shows resident, as much as the cut needs (and a margin), then one
+//! limit write, both from a short-lived thread at `SCHED_FIFO`, so that other load on the
+//! host (and the container, already throttled) cannot stretch the reclaim. The policy is dropped before the thread ends;
 //! without the privilege the thread runs at the normal policy.
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -298,13 +298,40 @@ fn cgroup_pids(memory_dir: &Path) -> Result<Vec<i32>, PageOutError> {
         .collect())
 }
 
-/// Pages out the resident private memory of every process in the cgroup at `memory_dir`.
-pub fn page_out_resident(memory_dir: &Path) -> Result<PageOutReport, PageOutError> {
+/// The first `budget` bytes of `ranges`, the last range cut at a page boundary (rounded
+/// up, so that the budget is covered).
+pub fn clip_ranges(ranges: &mut Vec<(u64, u64)>, budget: u64, page: u64) {
+    let page = page.max(1);
+    let mut left = budget;
+    let mut keep = 0;
+    for r in ranges.iter_mut() {
+        if left == 0 {
+            break;
+        }
+        if r.1 > left {
+            r.1 = left.div_ceil(page).saturating_mul(page).min(r.1);
+        }
+        left -= r.1.min(left);
+        keep += 1;
+    }
+    ranges.truncate(keep);
+}
+
+/// Pages out the resident private memory of every process in the cgroup at `memory_dir`,
+/// up to `budget` bytes (all of it when `None`).
+pub fn page_out_resident(
+    memory_dir: &Path,
+    budget: Option<u64>,
+) -> Result<PageOutReport, PageOutError> {
     let started = Instant::now();
     let pids = cgroup_pids(memory_dir)?;
     let page = page_size();
     let mut report = PageOutReport::default();
+    let mut remaining = budget.unwrap_or(u64::MAX);
     for pid in pids.iter().copied() {
+        if remaining == 0 {
+            break;
+        }
         let pidfd = match pidfd_open(pid) {
             Ok(fd) => fd,
             Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
@@ -313,12 +340,14 @@ pub fn page_out_resident(memory_dir: &Path) -> Result<PageOutReport, PageOutErro
             // The process exited meanwhile.
             Err(_) => continue,
         };
-        let Ok(ranges) = resident_ranges(pid, page) else {
+        let Ok(mut ranges) = resident_ranges(pid, page) else {
             continue;
         };
+        clip_ranges(&mut ranges, remaining, page);
         report.processes += 1;
-        report.advised_bytes +=
-            pageout_ranges(&pidfd, &ranges).map_err(PageOutError::Unsupported)?;
+        let advised = pageout_ranges(&pidfd, &ranges).map_err(PageOutError::Unsupported)?;
+        report.advised_bytes += advised;
+        remaining = remaining.saturating_sub(advised);
     }
     report.elapsed = started.elapsed();
     Ok(report)
@@ -380,17 +409,32 @@ pub struct SuspendReclaim {
     pub elapsed: Duration,
 }
 
-/// A suspend's memory cut in one go, from one real-time thread: page out what is resident
-/// (if `page_out`), then write `want`'s memory limits straight to the cgroup files once.
+/// What a suspend pages out beyond usage minus target: memory the page-out cannot take
+/// (page cache, kernel memory) and pages the throttled task touches meanwhile.
+pub const PAGE_OUT_MARGIN: u64 = 16 << 20;
+
+/// Bytes a suspend from `usage` down to `target` pages out: the cut and a margin. Every
+/// byte goes to the swap device, whose speed bounds the reclaim, so not everything.
+/// `None` when the usage already fits or either is unknown (the limit write copes).
+pub fn suspend_page_out_budget(usage: Option<u64>, target: Option<u64>) -> Option<u64> {
+    match (usage, target) {
+        (Some(u), Some(t)) if u > t => Some((u - t).saturating_add(PAGE_OUT_MARGIN)),
+        _ => None,
+    }
+}
+
+/// A suspend's memory cut in one go, from one real-time thread: page out up to
+/// `page_out` bytes of what is resident (none when `None`), then write `want`'s memory
+/// limits straight to the cgroup files once.
 pub async fn reclaim_for_suspend(
     dirs: CgroupDirs,
     want: CgroupLimits,
-    page_out: bool,
+    page_out: Option<u64>,
     metrics: Arc<Metrics>,
 ) -> Result<SuspendReclaim, PageOutError> {
     let work = move || {
         let started = Instant::now();
-        let paged = page_out.then(|| page_out_resident(&dirs.memory));
+        let paged = page_out.map(|budget| page_out_resident(&dirs.memory, Some(budget)));
         let write = LimitWriter::new(None, metrics).set_memory_direct(&dirs, &want);
         (paged, write, started.elapsed())
     };
@@ -464,6 +508,39 @@ pub fn page_out(memory_dir: &Path, budget: Option<u64>) -> Result<PageOutReport,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_budget_keeps_the_first_ranges_and_cuts_the_last_at_a_page() {
+        let all = vec![(0x1000, 0x3000), (0x10000, 0x2000), (0x20000, 0x1000)];
+        let clip = |budget| {
+            let mut r = all.clone();
+            clip_ranges(&mut r, budget, 0x1000);
+            r
+        };
+        assert_eq!(clip(u64::MAX), all);
+        assert_eq!(clip(0), vec![]);
+        assert_eq!(clip(0x3000), vec![(0x1000, 0x3000)]);
+        // Rounded up to whole pages, so the budget is covered.
+        assert_eq!(clip(0x3001), vec![(0x1000, 0x3000), (0x10000, 0x1000)]);
+        assert_eq!(clip(0x4800), vec![(0x1000, 0x3000), (0x10000, 0x2000)]);
+        assert_eq!(clip(0x1_0000_0000), all);
+    }
+
+    #[test]
+    fn a_suspend_pages_out_the_cut_and_a_margin() {
+        const MB: u64 = 1 << 20;
+        assert_eq!(
+            suspend_page_out_budget(Some(260 * MB), Some(64 * MB)),
+            Some(196 * MB + PAGE_OUT_MARGIN)
+        );
+        assert_eq!(suspend_page_out_budget(Some(64 * MB), Some(64 * MB)), None);
+        assert_eq!(suspend_page_out_budget(Some(10 * MB), Some(64 * MB)), None);
+        assert_eq!(suspend_page_out_budget(None, Some(64 * MB)), None);
+        assert_eq!(
+            suspend_page_out_budget(Some(u64::MAX), Some(0)),
+            Some(u64::MAX)
+        );
+    }
 
     #[test]
     fn only_private_writable_mappings_are_paged_out() {
