@@ -10,8 +10,9 @@
 //! A suspend does it all at once ([`reclaim_for_suspend`]): page out, of what
 //! `/proc/<pid>/pagemap` shows resident, as much as the cut needs (and a margin), then one
 //! limit write, both from a short-lived thread at `SCHED_FIFO`, so that other load on the
-//! host (and the container, already throttled) cannot stretch the reclaim. The policy is dropped before the thread ends;
-//! without the privilege the thread runs at the normal policy.
+//! host (and the container, already throttled) cannot stretch the reclaim. The policy is
+//! dropped before the thread ends; without the privilege the thread runs at the normal
+//! policy.
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
@@ -300,7 +301,7 @@ fn cgroup_pids(memory_dir: &Path) -> Result<Vec<i32>, PageOutError> {
 
 /// The first `budget` bytes of `ranges`, the last range cut at a page boundary (rounded
 /// up, so that the budget is covered).
-pub fn clip_ranges(ranges: &mut Vec<(u64, u64)>, budget: u64, page: u64) {
+fn clip_ranges(ranges: &mut Vec<(u64, u64)>, budget: u64, page: u64) {
     let page = page.max(1);
     let mut left = budget;
     let mut keep = 0;
@@ -318,16 +319,13 @@ pub fn clip_ranges(ranges: &mut Vec<(u64, u64)>, budget: u64, page: u64) {
 }
 
 /// Pages out the resident private memory of every process in the cgroup at `memory_dir`,
-/// up to `budget` bytes (all of it when `None`).
-pub fn page_out_resident(
-    memory_dir: &Path,
-    budget: Option<u64>,
-) -> Result<PageOutReport, PageOutError> {
+/// up to `budget` bytes.
+pub fn page_out_resident(memory_dir: &Path, budget: u64) -> Result<PageOutReport, PageOutError> {
     let started = Instant::now();
     let pids = cgroup_pids(memory_dir)?;
     let page = page_size();
     let mut report = PageOutReport::default();
-    let mut remaining = budget.unwrap_or(u64::MAX);
+    let mut remaining = budget;
     for pid in pids.iter().copied() {
         if remaining == 0 {
             break;
@@ -434,7 +432,7 @@ pub async fn reclaim_for_suspend(
 ) -> Result<SuspendReclaim, PageOutError> {
     let work = move || {
         let started = Instant::now();
-        let paged = page_out.map(|budget| page_out_resident(&dirs.memory, Some(budget)));
+        let paged = page_out.map(|budget| page_out_resident(&dirs.memory, budget));
         let write = LimitWriter::new(None, metrics).set_memory_direct(&dirs, &want);
         (paged, write, started.elapsed())
     };
