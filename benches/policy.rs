@@ -384,15 +384,18 @@ fn main() {
              in {ROUNDS} rounds spread over the measurement (fresh copies of the views each round): \
              median of the rounds [lowest, highest]; linear would be 5.0, target <= 5.5; then warm min, warm median"
         );
-        let kinds: Vec<PolicyKind> = small
+        // Each policy with its rows at both sizes, so that a row that names no policy
+        // cannot shift the pairing.
+        let rows: Vec<(PolicyKind, &Row, &Row)> = small
             .3
             .iter()
-            .filter_map(|r| r.policy.parse::<PolicyKind>().ok())
+            .zip(&large.3)
+            .filter_map(|(a, b)| Some((a.policy.parse::<PolicyKind>().ok()?, a, b)))
             .collect();
-        let mut ratios = vec![Vec::new(); kinds.len() + 1];
+        let mut ratios = vec![Vec::new(); rows.len() + 1];
         for round in 0..ROUNDS {
             eprintln!("growth round {}/{ROUNDS}", round + 1);
-            for (i, &kind) in kinds.iter().enumerate() {
+            for (i, &(kind, _, _)) in rows.iter().enumerate() {
                 let (vs, ss, ns) = steady(&small.4, kind);
                 let (vl, sl, nl) = steady(&large.4, kind);
                 let tick_of = |v: &ClusterView| {
@@ -409,17 +412,13 @@ fn main() {
                 black_box(scan(black_box(v)));
                 t.elapsed()
             };
-            ratios[kinds.len()].push(paired(&small.4, &large.4, &mut buf, scan_of));
+            ratios[rows.len()].push(paired(&small.4, &large.4, &mut buf, scan_of));
         }
         let summary = |r: &mut Vec<f64>| {
             r.sort_by(f64::total_cmp);
             format!("{:.2} [{:.2}, {:.2}]", r[r.len() / 2], r[0], r[r.len() - 1])
         };
-        for ((kind, r), (a, b)) in kinds
-            .iter()
-            .zip(&mut ratios)
-            .zip(small.3.iter().zip(&large.3))
-        {
+        for (&(kind, a, b), r) in rows.iter().zip(&mut ratios) {
             println!(
                 "  {:>11}: {}; warm {:.2}, {:.2}",
                 kind.to_string(),
