@@ -200,6 +200,7 @@ fn held_in(
 /// start), and running vcores of short and of all containers.
 fn dice_samples(
     view: &ClusterView,
+    used_vcores: u64,
     waiting: &[BelowAllocation],
     now: Millis,
     since: Option<Millis>,
@@ -224,9 +225,8 @@ fn dice_samples(
             }
         }
     }
-    let used: u64 = view.nodes.iter().map(|n| n.used.vcores as u64).sum();
     let below: u64 = waiting.iter().map(|w| w.allocated.vcores as u64).sum();
-    scan.all_vcores = used.saturating_sub(below);
+    scan.all_vcores = used_vcores.saturating_sub(below);
     scan
 }
 
@@ -296,7 +296,8 @@ impl<'a> Tick<'a> {
             ledger.marked += held_of(c, s.suspend.footprint);
             marked_set.insert(ci);
         }
-        let dice = dice_active.then(|| dice_samples(view, waiting, now, dice_sampled_until));
+        let dice = dice_active
+            .then(|| dice_samples(view, ledger.used_vcores, waiting, now, dice_sampled_until));
         Tick {
             view,
             s,
@@ -1211,11 +1212,9 @@ impl<'a> Tick<'a> {
                     *c = true;
                 }
             }
+            let partition = &self.ledger.node_partition;
             let general: Vec<u32> = (0..view.nodes.len())
-                .filter(|&n| {
-                    let p = view.nodes[n].partition;
-                    (p == Partition::General) != converting[n]
-                })
+                .filter(|&n| (partition[n] == Partition::General) != converting[n])
                 .map(|n| n as u32)
                 .collect();
             let chosen = dice::choose_nodes(rng, &general, report.preemption_requests);
@@ -1344,9 +1343,9 @@ impl<'a> Tick<'a> {
             return;
         }
         if !self.dice_active {
-            self.partition_changes = (0..self.view.nodes.len())
-                .filter(|&n| self.view.nodes[n].partition == Partition::Short)
-                .map(|n| (n, Partition::General))
+            self.partition_changes = (self.ledger.node_partition.iter().enumerate())
+                .filter(|(_, p)| **p == Partition::Short)
+                .map(|(n, _)| (n, Partition::General))
                 .collect();
             return;
         }
@@ -1366,13 +1365,9 @@ impl<'a> Tick<'a> {
     /// until `target` nodes are short. Running containers are never touched.
     fn plan_partitions(&mut self, target: usize) {
         self.partitions_planned = true;
-        let view = self.view;
         let ledger = &self.ledger;
-        let short = view
-            .nodes
-            .iter()
-            .filter(|n| n.partition == Partition::Short)
-            .count();
+        let partition = &ledger.node_partition;
+        let short = partition.iter().filter(|&&p| p == Partition::Short).count();
         let (from, k, to) = if short < target {
             (Partition::General, target - short, Partition::Short)
         } else {
@@ -1385,8 +1380,8 @@ impl<'a> Tick<'a> {
         // Least loaded first when converting, most loaded first when releasing; the
         // load is computed once per node, not once per comparison.
         let converting = to == Partition::Short;
-        let mut pool: Vec<(f64, u32)> = (0..view.nodes.len())
-            .filter(|&n| view.nodes[n].partition == from)
+        let mut pool: Vec<(f64, u32)> = (0..partition.len())
+            .filter(|&n| partition[n] == from)
             .map(|n| {
                 let load = ledger.node_held[n].dominant_share(&ledger.node_cap[n]);
                 (if converting { load } else { -load }, n as u32)
@@ -1406,22 +1401,26 @@ impl<'a> Tick<'a> {
         let view = self.view;
         let off = self.s.kind == PolicyKind::None;
         let las_on = self.las_active;
-        for (n, node) in view.nodes.iter().enumerate() {
+        // From the ledger's copies: a node is read only if its capacity changes.
+        for n in 0..self.ledger.node_cap.len() {
+            let capacity = self.ledger.node_cap[n].to_resource();
             let reclaimed = if off {
                 Resource::ZERO
             } else {
                 self.ledger.node_reclaimed[n].to_resource()
             };
             let extra = if las_on {
-                las::admission(node.capacity, &self.s.las) - node.capacity
+                las::admission(capacity, &self.s.las) - capacity
             } else {
                 Resource::ZERO
             };
-            let advertised = node.capacity + reclaimed + extra;
-            if advertised == node.advertised {
+            let advertised = capacity + reclaimed + extra;
+            let before = self.ledger.node_advertised[n];
+            if advertised == before {
                 continue;
             }
-            let mut reason = format!("physical {}", node.capacity);
+            let node = &view.nodes[n];
+            let mut reason = format!("physical {capacity}");
             if reclaimed.any_positive() {
                 let _ = write!(reason, " + reclaimed {reclaimed}");
             }
@@ -1429,7 +1428,7 @@ impl<'a> Tick<'a> {
                 let _ = write!(
                     reason,
                     " + LAS admission of N + Q = {} + {} containers",
-                    node.capacity.vcores, self.s.las.extra_slots
+                    capacity.vcores, self.s.las.extra_slots
                 );
             }
             self.node_action(
@@ -1438,7 +1437,7 @@ impl<'a> Tick<'a> {
                     node: node.id.clone(),
                     advertised,
                 },
-                Before::Advertised(node.advertised),
+                Before::Advertised(before),
                 reason,
             );
         }

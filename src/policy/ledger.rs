@@ -4,7 +4,8 @@
 //! beyond the round cap) hold for all of them in one place.
 
 use super::amount::Amount;
-use crate::cluster::ClusterView;
+use crate::cluster::{ClusterView, Partition};
+use crate::resources::Resource;
 
 pub(crate) struct Ledger {
     parents: Vec<Option<usize>>,
@@ -19,6 +20,11 @@ pub(crate) struct Ledger {
     pub node_held: Vec<Amount>,
     /// Per node: reclaimed room that the node advertises to the RM.
     pub node_reclaimed: Vec<Amount>,
+    /// Per node: its partition and what it advertises, as of the view.
+    pub node_partition: Vec<Partition>,
+    pub node_advertised: Vec<Resource>,
+    /// Vcores allocated to live containers on all nodes, as of the view.
+    pub used_vcores: u64,
     /// Room that frees up once marked containers are killed.
     pub marked: Amount,
     budget: Amount,
@@ -43,6 +49,22 @@ impl Ledger {
     pub fn new(view: &ClusterView, budget: Amount) -> Ledger {
         let nq = view.queues.len();
         let nn = view.nodes.len();
+        // One pass over the nodes for every copy a tick needs: the node list is the
+        // largest array a tick walks more than once, and from some tens of thousands of
+        // nodes on it no longer fits the core's cache, so that each further pass over it
+        // costs more per node than on a small cluster.
+        let mut node_cap = Vec::with_capacity(nn);
+        let mut node_held = Vec::with_capacity(nn);
+        let mut node_partition = Vec::with_capacity(nn);
+        let mut node_advertised = Vec::with_capacity(nn);
+        let mut used_vcores = 0u64;
+        for n in &view.nodes {
+            node_cap.push(Amount::from(n.capacity));
+            node_held.push(Amount::from(n.used));
+            node_partition.push(n.partition);
+            node_advertised.push(n.advertised);
+            used_vcores += u64::from(n.used.vcores);
+        }
         Ledger {
             parents: view
                 .queues
@@ -56,13 +78,12 @@ impl Ledger {
                 .collect(),
             disabled: view.queues.iter().map(|q| q.preemption_disabled).collect(),
             held: view.queues.iter().map(|q| Amount::from(q.used)).collect(),
-            node_cap: view
-                .nodes
-                .iter()
-                .map(|n| Amount::from(n.capacity))
-                .collect(),
-            node_held: view.nodes.iter().map(|n| Amount::from(n.used)).collect(),
+            node_cap,
+            node_held,
             node_reclaimed: vec![Amount::ZERO; nn],
+            node_partition,
+            node_advertised,
+            used_vcores,
             marked: Amount::ZERO,
             budget,
             reclaimed: Amount::ZERO,
