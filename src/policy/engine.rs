@@ -6,7 +6,6 @@
 //! window and acts when one closes; last, node capacities and partitions are brought in
 //! line with what was reclaimed.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::rc::Rc;
 
@@ -149,7 +148,7 @@ struct Tick<'a> {
     marked: Vec<ContainerIdx>,
     marked_set: Acted,
     acted: Acted,
-    las_checks: &'a mut HashMap<NodeId, Millis>,
+    las_checks: &'a mut IdMap<NodeId, Millis>,
     las_active: bool,
     dice_active: bool,
     las: Option<LasScan>,
@@ -244,7 +243,7 @@ impl<'a> Tick<'a> {
         now: Millis,
         memos: Memos<'a>,
         dice_sampled_until: Option<Millis>,
-        las_checks: &'a mut HashMap<NodeId, Millis>,
+        las_checks: &'a mut IdMap<NodeId, Millis>,
     ) -> Self {
         let total = Amount::from(view.capacity);
         let policy: Vec<PolicyKind> = view.apps.iter().map(|a| app_policy(view, a, s)).collect();
@@ -273,18 +272,15 @@ impl<'a> Tick<'a> {
             ledger.take_from_queue(view.apps[a].queue.get(), reclaimed);
             match (policy[a] == PolicyKind::Las, las.as_mut()) {
                 (true, Some(l)) => {
+                    if l.waiting[n] == 0 {
+                        let id = &view.nodes[n].id;
+                        l.due[n] = las_checks.get(id).is_none_or(|&t| t <= now);
+                    }
                     l.waiting[n] += 1;
                     l.waiting_held[n] += held;
                     l.smallest[n] = l.smallest[n].component_min(reclaimed);
                 }
                 _ => ledger.node_reclaimed[n] += reclaimed,
-            }
-        }
-        if let Some(l) = las.as_mut() {
-            for (n, node) in view.nodes.iter().enumerate() {
-                if l.waiting[n] > 0 {
-                    l.due[n] = las_checks.get(&node.id).is_none_or(|&t| t <= now);
-                }
             }
         }
         // A marked container still runs, but its queue no longer counts on it.

@@ -7,7 +7,7 @@
 //! considered, memos of containers that left are swept a slice per tick, and the few
 //! kill marks are kept in their own ordered set.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
@@ -26,7 +26,7 @@ pub struct PolicyState {
     pub(crate) dice: DiceState,
     /// LAS: per node, when it next needs a look even if nothing arrives or finishes
     /// there (its earliest quantum expiry while a container waits).
-    pub(crate) las_checks: HashMap<NodeId, Millis>,
+    pub(crate) las_checks: IdMap<NodeId, Millis>,
 }
 
 impl PolicyState {
@@ -36,7 +36,7 @@ impl PolicyState {
             settings,
             memos: MemoStore::default(),
             dice: DiceState::default(),
-            las_checks: HashMap::new(),
+            las_checks: IdMap::default(),
         }
     }
 
