@@ -1339,7 +1339,11 @@ impl<'a> Tick<'a> {
             return;
         }
         if !self.dice_active {
-            self.partition_changes = (self.ledger.node_partition.iter().enumerate())
+            self.partition_changes = self
+                .ledger
+                .node_partition
+                .iter()
+                .enumerate()
                 .filter(|(_, p)| **p == Partition::Short)
                 .map(|(n, _)| (n, Partition::General))
                 .collect();

@@ -20,8 +20,9 @@ pub(crate) struct Ledger {
     pub node_held: Vec<Amount>,
     /// Per node: reclaimed room that the node advertises to the RM.
     pub node_reclaimed: Vec<Amount>,
-    /// Per node: its partition and what it advertises, as of the view.
+    /// Per node: its partition as of the view.
     pub node_partition: Vec<Partition>,
+    /// Per node: what it advertises to the RM as of the view.
     pub node_advertised: Vec<Resource>,
     /// Vcores allocated to live containers on all nodes, as of the view.
     pub used_vcores: u64,
