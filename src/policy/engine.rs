@@ -261,7 +261,7 @@ impl<'a> Tick<'a> {
         let mut las = las_active.then(|| LasScan {
             waiting_held: vec![Amount::ZERO; nn],
             waiting: vec![0; nn],
-            smallest: vec![Amount::new(u64::MAX, u64::MAX); nn],
+            smallest: vec![Amount::ZERO; nn],
             due: vec![false; nn],
         });
         for w in waiting {
@@ -272,9 +272,13 @@ impl<'a> Tick<'a> {
             ledger.take_from_queue(view.apps[a].queue.get(), reclaimed);
             match (policy[a] == PolicyKind::Las, las.as_mut()) {
                 (true, Some(l)) => {
+                    // Per-node fields are set at the node's first waiting container and
+                    // read only where one waits: the zeroed arrays stay untouched (and
+                    // unpaged) elsewhere.
                     if l.waiting[n] == 0 {
                         let id = &view.nodes[n].id;
                         l.due[n] = las_checks.get(id).is_none_or(|&t| t <= now);
+                        l.smallest[n] = reclaimed;
                     }
                     l.waiting[n] += 1;
                     l.waiting_held[n] += held;
@@ -990,10 +994,15 @@ impl<'a> Tick<'a> {
         for n in 0..self.view.nodes.len() {
             // What runs, plus what non-LAS waiting containers keep, against the node;
             // then whether a waiting one might fit the free room or a quantum expires.
-            let busy = self.ledger.node_held[n] - scan.waiting_held[n];
+            let any = scan.waiting[n] > 0;
+            let busy = if any {
+                self.ledger.node_held[n] - scan.waiting_held[n]
+            } else {
+                self.ledger.node_held[n]
+            };
             let overflow = !busy.fits_in(&self.ledger.node_cap[n]);
-            let waiting = scan.waiting[n] > 0
-                && (scan.due[n] || scan.smallest[n].fits_in(&self.ledger.node_room(n)));
+            let waiting =
+                any && (scan.due[n] || scan.smallest[n].fits_in(&self.ledger.node_room(n)));
             if overflow || waiting {
                 self.las_node(n);
             }
