@@ -8,8 +8,9 @@
 //! (a buffer of twice the last-level cache sysfs reports, at least 128 MB, is written
 //! first). Warm, the 10k tick's data (a few MB) stays in the core's L2 and the 50k
 //! tick's does not, so warm timings grow faster than the work does; the growth ratio
-//! uses cold timings, which put both sizes under the same conditions. Medians and minimums are printed: on a
-//! shared machine the minimum is the better estimate of the cost itself. The growth
+//! uses cold timings, which put both sizes under the same conditions. Medians and
+//! minimums are printed: on a shared machine the minimum is the better estimate of the
+//! cost itself. The growth
 //! ratio is measured apart from the table, with cold runs of both sizes interleaved
 //! (the same full tick on the same clusters), so that load from other work on the
 //! machine falls on both alike, in several rounds whose median is reported.
