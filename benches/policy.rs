@@ -6,14 +6,14 @@
 //!
 //! Each tick is timed twice: warm (caches as the previous run left them) and cold
 //! (a buffer of twice the last-level cache sysfs reports, at least 128 MB, is written
-//! first). Warm, the 10k tick's data (a few MB) stays in the core's L2 and the 50k
-//! tick's does not, so warm timings grow faster than the work does; the growth ratio
-//! uses cold timings, which put both sizes under the same conditions. Medians and
-//! minimums are printed: on a shared machine the minimum is the better estimate of the
-//! cost itself. The growth
-//! ratio is measured apart from the table, with cold runs of both sizes interleaved
-//! (the same full tick on the same clusters), so that load from other work on the
-//! machine falls on both alike, in several rounds whose median is reported.
+//! first). Warm, the per-node data a 10k tick walks (about 1 MB) stays in a 2 MB L2
+//! and the 50k tick's does not, so warm timings grow faster than the work does; the
+//! growth ratio uses cold timings, which put both sizes under the same conditions.
+//! Medians and minimums are printed: on a shared machine the minimum is the better
+//! estimate of the cost itself. The growth ratio is measured apart from the table,
+//! with cold runs of both sizes interleaved (the same full tick on the same clusters),
+//! so that load from other work on the machine falls on both alike, in several rounds
+//! whose median is reported.
 //!
 //! Run with `cargo bench --bench policy`; `-- --quick` for 1k and 10k only,
 //! `-- --nodes N --policy P` to time one size and one policy (e.g. under `perf`),
