@@ -9,6 +9,7 @@
 use std::fmt::Write as _;
 use std::rc::Rc;
 
+use rand::RngExt;
 use rand_pcg::Pcg64;
 
 use super::amount::Amount;
@@ -1222,7 +1223,16 @@ impl<'a> Tick<'a> {
                 .filter(|&n| (partition[n] == Partition::General) != converting[n])
                 .map(|n| n as u32)
                 .collect();
-            let chosen = dice::choose_nodes(rng, &general, report.preemption_requests);
+            let mut chosen = dice::choose_nodes(rng, &general, report.preemption_requests);
+            // Visited in node order, from a random start so that a binding round budget
+            // favours no node numbers: in the sample's own order, nodes next to each
+            // other in the view are far apart in time, and on a large cluster every
+            // visit misses the TLB for each of the node's containers.
+            chosen.sort_unstable();
+            if !chosen.is_empty() {
+                let start = rng.random_range(0..chosen.len());
+                chosen.rotate_left(start);
+            }
             let unit = view
                 .apps
                 .iter()
