@@ -1267,7 +1267,7 @@ impl<'a> Tick<'a> {
         let node = &view.nodes[n];
         let long = |c: &Container| c.is_live() && view.app(c.app).class == JobClass::Long;
         // One pass over the node's containers: they lie scattered in the view.
-        let (mut long_running, mut long_suspended) = (false, false);
+        let mut long_running = false;
         // The candidate: non-AM before AM, then newest first; the first such in list
         // order on ties, as a stable sort would give.
         let better = |a: ContainerIdx, b: ContainerIdx| {
@@ -1287,11 +1287,12 @@ impl<'a> Tick<'a> {
                 continue;
             }
             if c.state != ContainerState::Running {
-                long_suspended = true;
-                continue;
+                // Another long container is suspended here: the node declines.
+                return false;
             }
             long_running = true;
-            if eligible(ci, c) && candidate.is_none_or(|best| better(ci, best)) {
+            // The acted bitmap last: a node's containers lie far apart in it.
+            if candidate.is_none_or(|best| better(ci, best)) && eligible(ci, c) {
                 candidate = Some(ci);
             }
         }
@@ -1320,7 +1321,8 @@ impl<'a> Tick<'a> {
         let freed = self.ledger.node_room(n) + (self.held(c) - self.held_at(c, self.floor(c)));
         let facts = DiceNodeFacts {
             long_running,
-            long_suspended,
+            // The scan returned at the first one.
+            long_suspended: false,
             short_waiting: unit.is_some_and(|u| u.fits_in(&freed)),
         };
         let suspensions = self.memos.get(ci).dice_suspensions;
