@@ -7,9 +7,10 @@
 //! refills bucket 0 from the lowest non-empty bucket, moving each event down a few times
 //! over its life (at most 64). Events of equal time always share a bucket and are only
 //! ever appended and moved in order, so they come out first-in, first-out: the order of
-//! a (time, sequence number) binary heap, at a fraction of its cost. Buckets hold only
-//! (time, slot) pairs; the events themselves stay put in a slab, so moving an event down
-//! copies 16 bytes whatever its size.
+//! a (time, sequence number) binary heap, at a fraction of its cost. Events are stored in
+//! the buckets themselves: a pop then reads what the last refill (or a push for the
+//! current time) just wrote, where an event kept in a slab since it was scheduled, often
+//! long before, was a cache miss on every pop once many events were pending.
 
 use std::collections::VecDeque;
 
@@ -18,22 +19,17 @@ use crate::sim::workload::Time;
 const BUCKETS: usize = 65;
 
 pub(crate) struct EventQueue<E> {
-    buckets: Vec<VecDeque<(Time, u32)>>,
-    events: Vec<Option<E>>,
-    free: Vec<u32>,
+    buckets: Vec<VecDeque<(Time, E)>>,
     last: Time,
     len: usize,
 }
 
 impl<E> EventQueue<E> {
     pub fn with_capacity(n: usize) -> Self {
-        let mut buckets: Vec<VecDeque<(Time, u32)>> =
-            (0..BUCKETS).map(|_| VecDeque::new()).collect();
+        let mut buckets: Vec<VecDeque<(Time, E)>> = (0..BUCKETS).map(|_| VecDeque::new()).collect();
         buckets[0].reserve(n);
         EventQueue {
             buckets,
-            events: Vec::with_capacity(n),
-            free: Vec::new(),
             last: 0,
             len: 0,
         }
@@ -51,18 +47,8 @@ impl<E> EventQueue<E> {
     /// before the last popped one is treated as that time.
     pub fn push(&mut self, time: Time, event: E) {
         let time = time.max(self.last);
-        let slot = match self.free.pop() {
-            Some(i) => {
-                self.events[i as usize] = Some(event);
-                i
-            }
-            None => {
-                self.events.push(Some(event));
-                (self.events.len() - 1) as u32
-            }
-        };
         let b = Self::bucket(self.last, time);
-        self.buckets[b].push_back((time, slot));
+        self.buckets[b].push_back((time, event));
         self.len += 1;
     }
 
@@ -73,10 +59,9 @@ impl<E> EventQueue<E> {
         if self.buckets[0].is_empty() {
             self.refill();
         }
-        let (t, slot) = self.buckets[0].pop_front()?;
+        let next = self.buckets[0].pop_front()?;
         self.len -= 1;
-        self.free.push(slot);
-        self.events[slot as usize].take().map(|e| (t, e))
+        Some(next)
     }
 
     /// Spread the lowest non-empty bucket over the buckets below it, relative to its
