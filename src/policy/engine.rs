@@ -1073,6 +1073,7 @@ impl<'a> Tick<'a> {
                     let to = for_task.map(|b| view.app(view.container(idx[b]).app).queue.get());
                     ledger.take(q, Room::Local(n), amount, to)
                 },
+                &mut las::LasScratch::default(),
                 &mut moves,
             );
         }

@@ -117,6 +117,18 @@ fn least_attained_first(tasks: &[LasTask], a: usize, b: usize) -> Ordering {
         .then(a.cmp(&b))
 }
 
+/// Lists [`node_step`] works in, kept by a caller that steps nodes often (the
+/// simulator steps one on every arrival, finish and quantum expiry) so that a step
+/// allocates nothing.
+#[derive(Debug, Default)]
+pub struct LasScratch {
+    touched: Vec<bool>,
+    order: Vec<usize>,
+    undo: Vec<LasTask>,
+    waiting: Vec<usize>,
+    expired: Vec<usize>,
+}
+
 /// One pass of the node scheduler at time `now` over the LAS containers of a node
 /// whose room for them is `capacity`. Updates `tasks` in place and appends the moves.
 /// `gate` is asked before every suspension and may refuse it (protected queue, round
@@ -127,11 +139,20 @@ pub fn node_step(
     now: Millis,
     s: &LasSettings,
     mut gate: impl FnMut(LasGate) -> bool,
+    scratch: &mut LasScratch,
     out: &mut Vec<LasMove>,
 ) {
     let n = tasks.len();
     let mut used = Amount::sum(tasks.iter().filter(|t| t.running).map(|t| t.demand));
-    let mut touched = vec![false; n];
+    let LasScratch {
+        touched,
+        order,
+        undo,
+        waiting,
+        expired,
+    } = scratch;
+    touched.clear();
+    touched.resize(n, false);
 
     // Arrival: suspend the most attained until what runs fits; then withdraw, latest
     // first, suspensions that turned out unnecessary (containers differ in size).
@@ -140,10 +161,11 @@ pub fn node_step(
         let arrival = (0..n)
             .filter(|&i| tasks[i].running)
             .max_by(|&a, &b| tasks[a].since_ms.cmp(&tasks[b].since_ms).then(a.cmp(&b)));
-        let mut order: Vec<usize> = (0..n).filter(|&i| tasks[i].running).collect();
+        order.clear();
+        order.extend((0..n).filter(|&i| tasks[i].running));
         order.sort_by(|&a, &b| most_attained_first(tasks, a, b));
-        let mut undo = Vec::new();
-        for v in order {
+        undo.clear();
+        for &v in order.iter() {
             if used.fits_in(&capacity) {
                 break;
             }
@@ -186,11 +208,10 @@ pub fn node_step(
     // Room: the least attained waiting containers run while they fit. A container
     // suspended this very moment (by this or an earlier pass) waits at least until the
     // next one, so that passes at one instant never undo each other.
-    let mut waiting: Vec<usize> = (0..n)
-        .filter(|&i| !tasks[i].running && !touched[i] && tasks[i].since_ms < now)
-        .collect();
+    waiting.clear();
+    waiting.extend((0..n).filter(|&i| !tasks[i].running && !touched[i] && tasks[i].since_ms < now));
     waiting.sort_by(|&a, &b| least_attained_first(tasks, a, b));
-    for &m in &waiting {
+    for &m in waiting.iter() {
         if (used + tasks[m].demand).fits_in(&capacity) {
             resume(&mut tasks[m], now);
             used += tasks[m].demand;
@@ -206,14 +227,15 @@ pub fn node_step(
 
     // Quantum expiry: swap with the least attained waiting container if it has attained
     // no more; otherwise restart the timer.
-    let mut expired: Vec<usize> = (0..n)
-        .filter(|&i| tasks[i].running && !touched[i] && now >= expires_at(&tasks[i], s))
-        .collect();
+    expired.clear();
+    expired.extend(
+        (0..n).filter(|&i| tasks[i].running && !touched[i] && now >= expires_at(&tasks[i], s)),
+    );
     expired.sort_by(|&a, &b| most_attained_first(tasks, a, b));
     let someone_waits = tasks.iter().any(|t| !t.running);
-    for t in expired {
-        let candidates: Vec<usize> = waiting.iter().copied().filter(|&m| !touched[m]).collect();
-        if candidates.is_empty() {
+    for &t in expired.iter() {
+        let mut candidates = waiting.iter().copied().filter(|&m| !touched[m]).peekable();
+        if candidates.peek().is_none() {
             // Nobody to swap with now: the timer restarts (timers only matter while
             // someone waits).
             if someone_waits {
@@ -222,7 +244,7 @@ pub fn node_step(
             continue;
         }
         let freed = used - tasks[t].demand;
-        let swap = candidates.into_iter().find(|&m| {
+        let swap = candidates.find(|&m| {
             tasks[m].attained_ms <= tasks[t].attained_ms
                 && (freed + tasks[m].demand).fits_in(&capacity)
         });
@@ -375,6 +397,7 @@ mod tests {
             now,
             &settings(),
             |_| true,
+            &mut LasScratch::default(),
             &mut out,
         );
         out

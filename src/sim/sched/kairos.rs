@@ -17,7 +17,7 @@ use std::collections::{BTreeSet, VecDeque};
 
 use crate::config::settings::LasSettings;
 use crate::policy::Amount;
-use crate::policy::las::{self, LasMove, LasTask, NodeLoad};
+use crate::policy::las::{self, LasMove, LasScratch, LasTask, NodeLoad};
 use crate::resources::{Limits, Resource};
 use crate::sim::engine::{Core, NONE, Released, Scheduler, TaskRef};
 use crate::sim::workload::{MICROS_PER_MILLI, Time};
@@ -69,6 +69,7 @@ pub(crate) struct Kairos {
     timer_at: Vec<Time>,
     moves: Vec<LasMove>,
     scratch: Vec<LasTask>,
+    step: LasScratch,
     shortlist: Vec<u32>,
     loads: Vec<NodeLoad>,
     suspensions: u64,
@@ -99,6 +100,7 @@ impl Kairos {
             timer_at: vec![NONE; n],
             moves: Vec::new(),
             scratch: Vec::new(),
+            step: LasScratch::default(),
             shortlist: Vec::new(),
             loads: Vec::new(),
             suspensions: 0,
@@ -196,6 +198,7 @@ impl Kairos {
             now_ms,
             &self.cfg.las,
             |_| true,
+            &mut self.step,
             &mut moves,
         );
         // Suspensions first, so that the memory they free is what a new task waits for.
