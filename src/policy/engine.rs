@@ -1226,9 +1226,9 @@ impl<'a> Tick<'a> {
                 .collect();
             let mut chosen = dice::choose_nodes(rng, &general, report.preemption_requests);
             // Visited in node order, from a random start so that a binding round budget
-            // favours no node numbers: in the sample's own order, nodes next to each
-            // other in the view are far apart in time, and on a large cluster every
-            // visit misses the TLB for each of the node's containers.
+            // favours no node numbers: in the sample's own order no visit finds the last
+            // one's pages mapped or cached, which made this pass grow faster than the
+            // cluster (docs/policies.md, "Cost of a decision").
             chosen.sort_unstable();
             if !chosen.is_empty() {
                 let start = rng.random_range(0..chosen.len());
