@@ -1268,7 +1268,6 @@ impl<'a> Tick<'a> {
         let node = &view.nodes[n];
         let long = |c: &Container| c.is_live() && view.app(c.app).class == JobClass::Long;
         // One pass over the node's containers: they lie scattered in the view.
-        let mut long_running = false;
         // The candidate: non-AM before AM, then newest first; the first such in list
         // order on ties, as a stable sort would give.
         let better = |a: ContainerIdx, b: ContainerIdx| {
@@ -1291,7 +1290,6 @@ impl<'a> Tick<'a> {
                 // Another long container is suspended here: the node declines.
                 return false;
             }
-            long_running = true;
             // The acted bitmap last: a node's containers lie far apart in it.
             if candidate.is_none_or(|best| better(ci, best)) && eligible(ci, c) {
                 candidate = Some(ci);
@@ -1321,8 +1319,8 @@ impl<'a> Tick<'a> {
         let c = view.container(ci);
         let freed = self.ledger.node_room(n) + (self.held(c) - self.held_at(c, self.floor(c)));
         let facts = DiceNodeFacts {
-            long_running,
-            // The scan returned at the first one.
+            // The candidate is one; the scan returned at the first suspended one.
+            long_running: true,
             long_suspended: false,
             short_waiting: unit.is_some_and(|u| u.fits_in(&freed)),
         };
