@@ -199,6 +199,11 @@ pub(crate) struct Core<'w, M> {
     last_progress: Time,
     sample_every: Time,
     pub events_run: u64,
+    /// Scheduler messages queued and not yet delivered, and whether a utilization
+    /// sample is due: with neither, no live container and every job done, the rest of
+    /// the queue is stale container events.
+    sched_queued: usize,
+    sample_queued: bool,
     abort: Option<String>,
 }
 
@@ -271,6 +276,7 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
             })
             .collect();
         let mut events = EventQueue::with_capacity(4096);
+        let sample_queued = !wl.jobs.is_empty();
         if let Some(j) = wl.jobs.first() {
             events.push(j.arrival, Ev::Arrival(0));
             events.push(j.arrival, Ev::Sample);
@@ -311,6 +317,8 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
             last_progress: 0,
             sample_every,
             events_run: 0,
+            sched_queued: 0,
+            sample_queued,
             abort: None,
         })
     }
@@ -318,10 +326,12 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
     // ---- events ----
 
     pub fn at(&mut self, time: Time, msg: M) {
+        self.sched_queued += 1;
         self.events.push(time, Ev::Sched(msg));
     }
 
     pub fn after(&mut self, delay: Time, msg: M) {
+        self.sched_queued += 1;
         self.events
             .push(self.now.saturating_add(delay), Ev::Sched(msg));
     }
@@ -727,6 +737,7 @@ pub(crate) fn run<S: Scheduler>(
                 sched.released(core, r);
             }
             Ev::Sample => {
+                core.sample_queued = false;
                 let (alloc, eff) = core.utilization();
                 core.util.samples.push((core.now, alloc, eff));
                 if !core.all_done() {
@@ -743,14 +754,25 @@ pub(crate) fn run<S: Scheduler>(
                     }
                     let at = core.now + core.sample_every;
                     core.events.push(at, Ev::Sample);
+                    core.sample_queued = true;
                 }
             }
             Ev::Sched(m) => {
+                core.sched_queued -= 1;
                 sched.message(core, m);
                 if let Some(why) = core.abort.take() {
                     return Err(EngineError::Aborted(why));
                 }
             }
+        }
+        // Popping the stale events left (a suspended container's far-off end, say)
+        // would change nothing but cost time: a third of a kairos run's queue moves.
+        if core.all_done()
+            && core.live_containers == 0
+            && core.sched_queued == 0
+            && !core.sample_queued
+        {
+            break;
         }
     }
     progress(core.jobs_closed as u64);
