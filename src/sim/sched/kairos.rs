@@ -117,12 +117,17 @@ impl Kairos {
     /// Put `node` back in the placement order with its current count and `variance`.
     fn refile(&mut self, node: u32, variance: f64) {
         let i = node as usize;
+        let room = self.admission[i].saturating_sub(self.admitted[i]);
+        let key = (room.vcores > 0 && room.memory_mb > 0)
+            .then(|| (self.count[i], variance.max(0.0).to_bits()));
+        // Most steps leave a node where it was in the order.
+        if key == self.filed[i] {
+            return;
+        }
         if let Some((c, v)) = self.filed[i].take() {
             self.order.remove(&(c, v, node));
         }
-        let room = self.admission[i].saturating_sub(self.admitted[i]);
-        if room.vcores > 0 && room.memory_mb > 0 {
-            let key = (self.count[i], variance.max(0.0).to_bits());
+        if let Some(key) = key {
             self.order.insert((key.0, key.1, node));
             self.filed[i] = Some(key);
         }
