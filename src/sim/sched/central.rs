@@ -11,7 +11,7 @@ use crate::cluster::{JobClass, Partition};
 use crate::resources::Resource;
 use crate::sim::bridge::{PolicyBridge, SimAction, ViewBuilder};
 use crate::sim::engine::{Core, Released, Scheduler, TaskRef};
-use crate::sim::sched::quiet::{self, QuietCheck};
+use crate::sim::sched::quiet::{self, NodeTally, QuietCheck};
 use crate::sim::sched::{PolicyTicks, QueueSpec};
 use crate::sim::workload::{MICROS_PER_MILLI, Time};
 
@@ -54,6 +54,14 @@ pub(crate) struct Central {
     /// Nodes with some room left, and each node's position in it.
     room: Vec<u32>,
     room_pos: Vec<u32>,
+    /// Per node, whether it advertises other than its capacity (bit 0) and whether its
+    /// allocations exceed what it advertises (bit 1); how many do each; and how many
+    /// nodes are outside the general partition. The idle check reads these counts
+    /// instead of walking the nodes.
+    node_flags: Vec<u8>,
+    mismatched: usize,
+    overfull: usize,
+    partitioned: usize,
     cluster: Resource,
     policy: Option<(PolicyBridge, Time)>,
     view: ViewBuilder,
@@ -125,6 +133,10 @@ impl Central {
             allocated: vec![Resource::ZERO; n],
             room,
             room_pos,
+            node_flags: vec![0; n],
+            mismatched: 0,
+            overfull: 0,
+            partitioned: 0,
             cluster,
             policy,
             view: ViewBuilder::new(core.nodes.len()),
@@ -151,7 +163,17 @@ impl Central {
         self.advertised[node as usize].saturating_sub(self.allocated[node as usize])
     }
 
-    fn update_room(&mut self, node: u32) {
+    /// Call after a node's allocations or advertised capacity change.
+    fn update_room(&mut self, core: &Core<'_, Msg>, node: u32) {
+        let i = node as usize;
+        let old = self.node_flags[i];
+        let new = (self.advertised[i] != core.nodes[i].capacity) as u8
+            | ((!self.allocated[i].fits_in(&self.advertised[i])) as u8) << 1;
+        if new != old {
+            self.node_flags[i] = new;
+            self.mismatched = self.mismatched + (new & 1) as usize - (old & 1) as usize;
+            self.overfull = self.overfull + (new >> 1) as usize - (old >> 1) as usize;
+        }
         let f = self.free(node);
         let has = f.vcores > 0 && f.memory_mb > 0;
         let pos = self.room_pos[node as usize];
@@ -233,7 +255,7 @@ impl Central {
             };
             self.allocated[node as usize] += shape;
             self.leaves[qi].used += shape;
-            self.update_room(node);
+            self.update_room(core, node);
             self.allocations += 1;
             core.send(Msg::Launch { job, task, node });
         }
@@ -253,13 +275,20 @@ impl Central {
                     by_class[(core.wl.jobs[job as usize].class == JobClass::Long) as usize] as usize
                 };
                 q.set_kill_marks(bridge.kill_marks());
+                let nodes = NodeTally {
+                    advertised: &self.advertised,
+                    mismatched: self.mismatched,
+                    overfull: self.overfull,
+                    partitioned: self.partitioned,
+                    cluster: self.cluster,
+                };
                 let quiet = q.is_quiet(
                     core,
                     &self.leaves,
                     queue_of,
                     class_leaf,
                     &self.queued,
-                    &self.advertised,
+                    &nodes,
                     bridge.settings(),
                 );
                 if quiet && !q.verify {
@@ -308,11 +337,15 @@ impl Central {
                 SimAction::Kill { container } => core.kill(container),
                 SimAction::SetNodeCapacity { node, advertised } => {
                     self.advertised[node as usize] = advertised;
-                    self.update_room(node);
+                    self.update_room(core, node);
                     changed = true;
                 }
                 SimAction::SetNodePartition { node, partition } => {
-                    core.nodes[node as usize].partition = partition;
+                    let was = &mut core.nodes[node as usize].partition;
+                    self.partitioned = self.partitioned
+                        + (partition != Partition::General) as usize
+                        - (*was != Partition::General) as usize;
+                    *was = partition;
                     changed = true;
                 }
             }
@@ -355,7 +388,7 @@ impl Scheduler for Central {
                 self.allocated[node as usize] -= shape;
                 let q = self.leaf_of(core, job);
                 self.leaves[q].used -= shape;
-                self.update_room(node);
+                self.update_room(core, node);
                 // A killed task is pending again; its job may have left the queue.
                 if core.pending(job) > 0 && !self.queued[job as usize] {
                     insert_by_arrival(&mut self.leaves[q].apps, job);

@@ -10,14 +10,18 @@
 //! and resume picks a queue that is owed. Marks still waiting are counted as the
 //! policy's ledger counts them (their queue no longer holds them, their room is free
 //! room to come). This check works that out from aggregates in
-//! O(containers + nodes + queued jobs) without allocating, running the same
+//! O(containers + queued jobs) without allocating, running the same
 //! `capacity::account` the policy runs on the numbers its view and ledger would hold.
+//! It does not walk the nodes: the scheduler counts the nodes that advertise other than
+//! their capacity and those whose allocations exceed what they advertise (with none of
+//! the latter, no node's free room is cut off at zero, so the cluster's free room is
+//! its capacity less what is held).
 //!
 //! Skipped ticks are checked against a real `decide` under
 //! [`PolicyTicks::VerifyIdle`] (the default in debug builds, so every test run checks
 //! every skip).
 
-use crate::cluster::{ContainerId, ContainerState, Millis, Partition, PolicyKind};
+use crate::cluster::{ContainerId, ContainerState, Millis, PolicyKind};
 use crate::config::settings::PolicySettings;
 use crate::policy::capacity::{self, QueueLoad};
 use crate::policy::select::{adaptive_choice, is_share_based};
@@ -27,6 +31,18 @@ use crate::sim::engine::{Core, Phase};
 use crate::sim::sched::PolicyTicks;
 use crate::sim::sched::central::{Leaf, Msg};
 use crate::sim::workload::MICROS_PER_MILLI;
+
+/// What the scheduler keeps counted about its nodes (see the module comment).
+pub(crate) struct NodeTally<'a> {
+    pub advertised: &'a [Resource],
+    /// Nodes advertising other than their capacity.
+    pub mismatched: usize,
+    /// Nodes whose allocations do not fit in what they advertise.
+    pub overfull: usize,
+    /// Nodes outside the general partition.
+    pub partitioned: usize,
+    pub cluster: Resource,
+}
 
 /// Pending resources by task, as prefix sums (memory MB, vcores).
 pub(crate) struct QuietCheck {
@@ -141,21 +157,21 @@ impl QuietCheck {
         queue_of: impl Fn(u32) -> usize,
         class_leaf: impl Fn(u32) -> usize,
         queued: &[bool],
-        advertised: &[Resource],
+        nodes: &NodeTally<'_>,
         s: &PolicySettings,
     ) -> bool {
-        // Dice's partition is given back.
-        if self.unknown_mark || core.nodes.iter().any(|n| n.partition != Partition::General) {
+        // Dice's partition is given back; an overfull node needs the per-node walk.
+        if self.unknown_mark || nodes.partitioned > 0 || nodes.overfull > 0 {
             return false;
         }
         self.tick += 1;
         let nl = leaves.len();
         let mut sums = std::mem::take(&mut self.sums);
-        sums.reset(core.nodes.len(), nl);
+        sums.reset(nl);
         sums.leaves
             .extend(leaves.iter().map(|l| (l.guaranteed, l.maximum)));
         let quiet = self.sum_up(core, leaves, &queue_of, &class_leaf, queued, s, &mut sums)
-            && self.accounting_is_idle(core, advertised, &sums, s);
+            && self.accounting_is_idle(core, nodes, &mut sums, s);
         self.sums = sums;
         quiet
     }
@@ -194,7 +210,7 @@ impl QuietCheck {
             };
             let alloc = Amount::from(k.allocated);
             sums.used[q] += alloc;
-            sums.node_held[k.node as usize] += alloc;
+            sums.held += alloc;
             // A job out of the queues with a task pending again (killed, not yet
             // reported) is in the view with its requests.
             if self.counted[k.job as usize] != tick {
@@ -246,8 +262,8 @@ impl QuietCheck {
             let held = held_at(alloc, Amount::from(k.current), s.suspend.footprint);
             let reclaimed = alloc - held;
             sums.reclaimed[q] += reclaimed;
-            sums.node_held[k.node as usize] -= reclaimed;
-            sums.node_reclaimed[k.node as usize] += reclaimed;
+            sums.held -= reclaimed;
+            sums.node_reclaimed.push((k.node, reclaimed));
             sums.squeezed[q] = true;
         }
         true
@@ -259,19 +275,27 @@ impl QuietCheck {
     fn accounting_is_idle(
         &mut self,
         core: &Core<'_, Msg>,
-        advertised: &[Resource],
-        sums: &Sums,
+        nodes: &NodeTally<'_>,
+        sums: &mut Sums,
         s: &PolicySettings,
     ) -> bool {
-        for (n, node) in core.nodes.iter().enumerate() {
-            if advertised[n] != node.capacity + sums.node_reclaimed[n].to_resource() {
+        // Nodes with squeezed containers advertise what those give back, and no other
+        // node advertises other than its capacity.
+        let reclaimed_at = &mut sums.node_reclaimed;
+        reclaimed_at.sort_unstable_by_key(|&(n, _)| n);
+        let mut extended = 0;
+        for run in reclaimed_at.chunk_by(|a, b| a.0 == b.0) {
+            let n = run[0].0 as usize;
+            let extra = Amount::sum(run.iter().map(|r| r.1)).to_resource();
+            if nodes.advertised[n] != core.nodes[n].capacity + extra {
                 return false;
             }
+            extended += (extra != Resource::ZERO) as usize;
         }
-        let cluster = core
-            .nodes
-            .iter()
-            .fold(Resource::ZERO, |a, n| a + n.capacity);
+        if extended != nodes.mismatched {
+            return false;
+        }
+        let cluster = nodes.cluster;
         let reclaimable = is_share_based(s.kind);
         let load = |parent, guaranteed: Resource, maximum: Resource| QueueLoad {
             parent,
@@ -299,13 +323,9 @@ impl QuietCheck {
             root.pending += q.pending;
             self.loads.push(q);
         }
-        let free_room = core
-            .nodes
-            .iter()
-            .zip(&sums.node_held)
-            .fold(sums.marked_total, |a, (n, held)| {
-                a + (Amount::from(n.capacity) - *held)
-            });
+        // No node holds more than its capacity (none is overfull), so no node's room is
+        // cut off at zero.
+        let free_room = Amount::from(cluster) - sums.held + sums.marked_total;
         let acc = capacity::account(&self.loads, cluster.into(), free_room, s);
         // A queue owed room gets squeezed containers back (after D picks) and drops
         // its kill marks.
@@ -330,14 +350,18 @@ pub(crate) struct Sums {
     pending: Vec<Resource>,
     /// Some container of the leaf is below its allocation.
     squeezed: Vec<bool>,
-    node_held: Vec<Amount>,
-    node_reclaimed: Vec<Amount>,
+    /// Held on all nodes, as the ledger counts it.
+    held: Amount,
+    /// What each squeezed container gives back, by node.
+    node_reclaimed: Vec<(u32, Amount)>,
 }
 
 impl Sums {
-    fn reset(&mut self, nodes: usize, leaves: usize) {
+    fn reset(&mut self, leaves: usize) {
         self.leaves.clear();
         self.marked_total = Amount::ZERO;
+        self.held = Amount::ZERO;
+        self.node_reclaimed.clear();
         for v in [&mut self.used, &mut self.reclaimed, &mut self.marked] {
             v.clear();
             v.resize(leaves, Amount::ZERO);
@@ -346,10 +370,6 @@ impl Sums {
         self.pending.resize(leaves, Resource::ZERO);
         self.squeezed.clear();
         self.squeezed.resize(leaves, false);
-        for v in [&mut self.node_held, &mut self.node_reclaimed] {
-            v.clear();
-            v.resize(nodes, Amount::ZERO);
-        }
     }
 }
 
