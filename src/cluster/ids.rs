@@ -40,11 +40,27 @@ pub struct ApplicationAttemptId {
 }
 
 /// `container_[e<epoch>_]<clusterTimestamp>_<app>_<attempt>_<n>`
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ContainerId {
     pub attempt: ApplicationAttemptId,
     pub epoch: u32,
     pub id: u64,
+}
+
+/// Two words instead of five: a view indexes every container by id on every tick. The
+/// fields that vary within a cluster (application, attempt, epoch, number) go into the
+/// first word; equal ids still hash equal.
+impl std::hash::Hash for ContainerId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let app = self.attempt.application;
+        state.write_u64(
+            self.id
+                ^ u64::from(app.id).rotate_right(24)
+                ^ u64::from(self.attempt.attempt).rotate_right(12)
+                ^ u64::from(self.epoch).rotate_right(18),
+        );
+        state.write_u64(app.cluster_timestamp);
+    }
 }
 
 impl ApplicationId {

@@ -336,7 +336,7 @@ pub struct ClusterView {
     /// Sum of the nodes' physical capacity.
     pub capacity: Resource,
     #[serde(skip)]
-    container_index: IdMap<ContainerId, ContainerIdx>,
+    container_index: ContainerIndex,
     /// Live containers below their allocation (suspended or shrunk), in index order.
     #[serde(skip)]
     below_allocation: Vec<ContainerIdx>,
@@ -349,15 +349,57 @@ pub struct ClusterView {
     oldest_first: Vec<bool>,
 }
 
+/// Container id -> index. It holds only the indexes (the ids are in the view's
+/// containers), a tenth of what a map from id holds: the simulator indexes thousands of
+/// containers on every tick, and a map's inserts missed the cache.
+#[derive(Clone, Debug, Default)]
+struct ContainerIndex(hashbrown::HashTable<ContainerIdx>);
+
+/// Derived from the containers, which the views compare.
+impl PartialEq for ContainerIndex {
+    fn eq(&self, _: &ContainerIndex) -> bool {
+        true
+    }
+}
+
+fn id_hash(id: &ContainerId) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = IdHasher::default();
+    id.hash(&mut h);
+    h.finish()
+}
+
+/// The buffers of a view's derived indexes, taken back from one view to build the next
+/// without allocating them again (the simulator builds thousands of views).
+#[derive(Default)]
+pub struct ViewScratch {
+    container_index: ContainerIndex,
+    below_allocation: Vec<ContainerIdx>,
+    below_allocation_facts: Vec<BelowAllocation>,
+    oldest_first: Vec<bool>,
+}
+
 impl ClusterView {
     /// Validates cross-references and derives children lists, per-node and per-app
     /// container lists, and queue/node usage. Aggregates are recomputed from scratch, so
     /// callers need not fill them.
     pub fn new(
+        queues: Vec<Queue>,
+        apps: Vec<App>,
+        nodes: Vec<Node>,
+        containers: Vec<Container>,
+    ) -> Result<ClusterView, ViewError> {
+        Self::new_in(queues, apps, nodes, containers, ViewScratch::default())
+    }
+
+    /// [`ClusterView::new`], deriving the indexes into buffers a previous view gave
+    /// back ([`ClusterView::into_parts`]).
+    pub fn new_in(
         mut queues: Vec<Queue>,
         mut apps: Vec<App>,
         mut nodes: Vec<Node>,
         containers: Vec<Container>,
+        scratch: ViewScratch,
     ) -> Result<ClusterView, ViewError> {
         if queues.is_empty() {
             return Err(ViewError::NoQueues);
@@ -400,11 +442,20 @@ impl ClusterView {
             n.containers.clear();
             n.used = Resource::ZERO;
         }
-        let mut container_index =
-            IdMap::with_capacity_and_hasher(containers.len(), Default::default());
-        let mut below_allocation = Vec::new();
-        let mut below_allocation_facts = Vec::new();
-        let mut oldest_first = vec![true; apps.len()];
+        let ViewScratch {
+            mut container_index,
+            mut below_allocation,
+            mut below_allocation_facts,
+            mut oldest_first,
+        } = scratch;
+        container_index.0.clear();
+        container_index
+            .0
+            .reserve(containers.len(), |&j| id_hash(&containers[j.get()].id));
+        below_allocation.clear();
+        below_allocation_facts.clear();
+        oldest_first.clear();
+        oldest_first.resize(apps.len(), true);
         for (i, c) in containers.iter().enumerate() {
             let idx = ContainerIdx(i as u32);
             if c.app.get() >= apps.len() {
@@ -421,11 +472,20 @@ impl ClusterView {
                     index: c.node.0,
                 });
             }
-            if container_index.insert(c.id, idx).is_some() {
-                return Err(ViewError::Duplicate {
-                    what: "container",
-                    id: c.id.to_string(),
-                });
+            match container_index.0.entry(
+                id_hash(&c.id),
+                |&j| containers[j.get()].id == c.id,
+                |&j| id_hash(&containers[j.get()].id),
+            ) {
+                hashbrown::hash_table::Entry::Occupied(_) => {
+                    return Err(ViewError::Duplicate {
+                        what: "container",
+                        id: c.id.to_string(),
+                    });
+                }
+                hashbrown::hash_table::Entry::Vacant(v) => {
+                    v.insert(idx);
+                }
             }
             let listed = &mut apps[c.app.get()].containers;
             if let Some(&prev) = listed.last() {
@@ -476,6 +536,17 @@ impl ClusterView {
         })
     }
 
+    /// The entities, and the derived indexes' buffers for [`ClusterView::new_in`].
+    pub fn into_parts(self) -> (Vec<Queue>, Vec<App>, Vec<Node>, Vec<Container>, ViewScratch) {
+        let scratch = ViewScratch {
+            container_index: self.container_index,
+            below_allocation: self.below_allocation,
+            below_allocation_facts: self.below_allocation_facts,
+            oldest_first: self.oldest_first,
+        };
+        (self.queues, self.apps, self.nodes, self.containers, scratch)
+    }
+
     pub fn queue(&self, i: QueueIdx) -> &Queue {
         &self.queues[i.get()]
     }
@@ -511,7 +582,10 @@ impl ClusterView {
     }
 
     pub fn container_by_id(&self, id: &ContainerId) -> Option<ContainerIdx> {
-        self.container_index.get(id).copied()
+        self.container_index
+            .0
+            .find(id_hash(id), |&j| self.containers[j.get()].id == *id)
+            .copied()
     }
 
     pub fn queue_by_path(&self, path: &str) -> Option<QueueIdx> {
