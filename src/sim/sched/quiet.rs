@@ -54,6 +54,8 @@ pub(crate) struct QuietCheck {
     /// Kill marks of this tick as (job, container number, marked at ms), sorted, and
     /// whether some mark's time is unknown.
     marks: Vec<(u32, u64, u64)>,
+    /// Per job, whether some mark is its: most containers then need no search.
+    marked_job: Vec<bool>,
     unknown_mark: bool,
     tick: u64,
     /// Also run `decide` on skipped ticks and fail the run if it would have acted.
@@ -96,6 +98,7 @@ impl QuietCheck {
             sums: Sums::default(),
             loads: Vec::new(),
             marks: Vec::new(),
+            marked_job: vec![false; wl.jobs.len()],
             unknown_mark: false,
             tick: 0,
             verify: ticks == PolicyTicks::VerifyIdle,
@@ -125,13 +128,21 @@ impl QuietCheck {
 
     /// The policy's kill marks before [`QuietCheck::is_quiet`].
     pub fn set_kill_marks(&mut self, marks: impl Iterator<Item = (ContainerId, Option<Millis>)>) {
+        for &(job, _, _) in &self.marks {
+            self.marked_job[job as usize] = false;
+        }
         self.marks.clear();
         self.unknown_mark = false;
         for (id, at) in marks {
             let job = id.application().id.wrapping_sub(1);
-            match at {
-                Some(at) => self.marks.push((job, id.id, at)),
-                None => self.unknown_mark = true,
+            let Some(at) = at else {
+                self.unknown_mark = true;
+                continue;
+            };
+            // A job not of this workload has nothing in the view to match.
+            if let Some(m) = self.marked_job.get_mut(job as usize) {
+                *m = true;
+                self.marks.push((job, id.id, at));
             }
         }
         self.marks.sort_unstable();
@@ -225,7 +236,7 @@ impl QuietCheck {
                 ),
                 p => p,
             };
-            if !self.marks.is_empty() {
+            if self.marked_job[k.job as usize] {
                 let spec = core.wl.jobs[k.job as usize];
                 let number = 2
                     + (k.task - spec.first_task) as u64
