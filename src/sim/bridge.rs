@@ -214,10 +214,7 @@ impl ViewBuilder {
         // Bring attained service up to now before reading it; the live containers, in
         // slab order, are the view's containers.
         self.containers.clear();
-        self.containers.extend(core.containers().map(|(c, _)| c));
-        for &c in &self.containers {
-            core.advance(c);
-        }
+        core.advance_live(&mut self.containers);
         self.app_of.clear();
         self.app_of.resize(core.jobs.len(), u32::MAX);
         let mut apps = std::mem::take(&mut self.apps);
@@ -225,17 +222,6 @@ impl ViewBuilder {
         for (leaf_idx, l) in leaves.iter().enumerate() {
             for &j in &l.apps {
                 self.add_app(core, j, leaf_idx, &mut apps);
-            }
-        }
-        // Jobs with running containers but nothing pending are out of the queues.
-        for i in 0..self.containers.len() {
-            let job = core.container(self.containers[i]).job;
-            if self.app_of[job as usize] == u32::MAX {
-                let q = leaves
-                    .iter()
-                    .position(|l| l.spec.class == Some(core.wl.jobs[job as usize].class))
-                    .unwrap_or(0);
-                self.add_app(core, job, q, &mut apps);
             }
         }
         let mut nodes = std::mem::take(&mut self.nodes);
@@ -249,9 +235,17 @@ impl ViewBuilder {
         }
         let mut containers = std::mem::take(&mut self.view_containers);
         containers.clear();
-        for &c in &self.containers {
-            let k = core.container(c);
+        for i in 0..self.containers.len() {
+            let k = core.container(self.containers[i]);
             let spec = core.wl.jobs[k.job as usize];
+            // Jobs with running containers but nothing pending are out of the queues.
+            if self.app_of[k.job as usize] == u32::MAX {
+                let q = leaves
+                    .iter()
+                    .position(|l| l.spec.class == Some(spec.class))
+                    .unwrap_or(0);
+                self.add_app(core, k.job, q, &mut apps);
+            }
             let local = k.task - spec.first_task;
             let number = 2 + local as u64 + k.attempts as u64 * spec.num_tasks as u64;
             containers.push(Container {

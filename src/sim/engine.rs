@@ -132,6 +132,17 @@ pub(crate) struct Container {
     live: bool,
 }
 
+impl Container {
+    fn advance(&mut self, now: Time) {
+        if now > self.last {
+            let done = (now - self.last) as f64 * self.speed;
+            self.work_left = (self.work_left - done).max(0.0);
+            self.attained += done;
+            self.last = now;
+        }
+    }
+}
+
 /// Why a container left its node.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Released {
@@ -482,12 +493,18 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
     /// Bring a container's work and attained service up to now.
     pub fn advance(&mut self, c: u32) {
         let now = self.now;
-        let k = &mut self.slab[c as usize];
-        if now > k.last {
-            let done = (now - k.last) as f64 * k.speed;
-            k.work_left = (k.work_left - done).max(0.0);
-            k.attained += done;
-            k.last = now;
+        self.slab[c as usize].advance(now);
+    }
+
+    /// [`Core::advance`] every live container, listing them in slab order into `out`:
+    /// one pass over the slab where a view needs them all.
+    pub fn advance_live(&mut self, out: &mut Vec<u32>) {
+        let now = self.now;
+        for (i, k) in self.slab.iter_mut().enumerate() {
+            if k.live {
+                k.advance(now);
+                out.push(i as u32);
+            }
         }
     }
 
