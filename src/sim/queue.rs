@@ -62,6 +62,7 @@ impl<E> EventQueue<E> {
         Some((level, value))
     }
 
+    #[inline]
     fn put(&mut self, time: Time, event: E) {
         match Self::slot(self.last, time) {
             None => self.buckets[0].push_back((time, event)),
