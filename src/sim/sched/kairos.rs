@@ -32,8 +32,11 @@ pub(crate) struct KairosConfig {
 pub(crate) enum Msg {
     /// A job's tasks reach the central queue.
     Submit(u32),
-    /// The central scheduler's task reaches its node.
-    Assign { node: u32, job: u32, task: TaskRef },
+    /// The central scheduler's next task for `node` (in its `sent` list) reaches it.
+    /// Every message takes the same delay and ties keep their order, so a node's tasks
+    /// arrive in the order they were sent; the task itself stays out of the event,
+    /// which keeps every event the queue moves 32 bytes instead of 40.
+    Assign { node: u32, task: u32 },
     /// A node tells the central scheduler a container left.
     Freed { node: u32, shape: Resource },
     /// A node's quantum timer.
@@ -53,6 +56,8 @@ const SHORTLIST: usize = 16;
 pub(crate) struct Kairos {
     cfg: KairosConfig,
     queue: VecDeque<(u32, TaskRef)>,
+    /// Per node, the tasks sent to it and not yet arrived, oldest first.
+    sent: Vec<VecDeque<(u32, TaskRef)>>,
     /// Central view: containers per node (sent, not yet reported gone), their
     /// allocation, and what the node admits.
     count: Vec<u32>,
@@ -86,6 +91,7 @@ impl Kairos {
             .collect();
         let mut k = Kairos {
             queue: VecDeque::new(),
+            sent: (0..n).map(|_| VecDeque::new()).collect(),
             count: vec![0; n],
             admitted: vec![Resource::ZERO; n],
             order: BTreeSet::new(),
@@ -170,7 +176,11 @@ impl Kairos {
             self.admitted[node as usize] += shape;
             let v = self.filed[node as usize].map_or(0.0, |(_, v)| f64::from_bits(v));
             self.refile(node, v);
-            core.send(Msg::Assign { node, job, task });
+            self.sent[node as usize].push_back((job, task));
+            core.send(Msg::Assign {
+                node,
+                task: task.task,
+            });
         }
     }
 
@@ -278,7 +288,13 @@ impl Scheduler for Kairos {
                 }
                 self.dispatch(core);
             }
-            Msg::Assign { node, job, task } => self.node_step(core, node, Some((job, task))),
+            Msg::Assign { node, task } => {
+                let arrived = self.sent[node as usize].pop_front();
+                debug_assert_eq!(arrived.map(|(_, t)| t.task), Some(task));
+                if let Some(arrived) = arrived {
+                    self.node_step(core, node, Some(arrived));
+                }
+            }
             Msg::Freed { node, shape } => {
                 let i = node as usize;
                 self.count[i] -= 1;
