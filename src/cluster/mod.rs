@@ -369,37 +369,15 @@ fn id_hash(id: &ContainerId) -> u64 {
     h.finish()
 }
 
-/// The buffers of a view's derived indexes, taken back from one view to build the next
-/// without allocating them again (the simulator builds thousands of views).
-#[derive(Default)]
-pub struct ViewScratch {
-    container_index: ContainerIndex,
-    below_allocation: Vec<ContainerIdx>,
-    below_allocation_facts: Vec<BelowAllocation>,
-    oldest_first: Vec<bool>,
-}
-
 impl ClusterView {
     /// Validates cross-references and derives children lists, per-node and per-app
     /// container lists, and queue/node usage. Aggregates are recomputed from scratch, so
     /// callers need not fill them.
     pub fn new(
-        queues: Vec<Queue>,
-        apps: Vec<App>,
-        nodes: Vec<Node>,
-        containers: Vec<Container>,
-    ) -> Result<ClusterView, ViewError> {
-        Self::new_in(queues, apps, nodes, containers, ViewScratch::default())
-    }
-
-    /// [`ClusterView::new`], deriving the indexes into buffers a previous view gave
-    /// back ([`ClusterView::into_parts`]).
-    pub fn new_in(
         mut queues: Vec<Queue>,
         mut apps: Vec<App>,
         mut nodes: Vec<Node>,
         containers: Vec<Container>,
-        scratch: ViewScratch,
     ) -> Result<ClusterView, ViewError> {
         if queues.is_empty() {
             return Err(ViewError::NoQueues);
@@ -442,20 +420,11 @@ impl ClusterView {
             n.containers.clear();
             n.used = Resource::ZERO;
         }
-        let ViewScratch {
-            mut container_index,
-            mut below_allocation,
-            mut below_allocation_facts,
-            mut oldest_first,
-        } = scratch;
-        container_index.0.clear();
-        container_index
-            .0
-            .reserve(containers.len(), |&j| id_hash(&containers[j.get()].id));
-        below_allocation.clear();
-        below_allocation_facts.clear();
-        oldest_first.clear();
-        oldest_first.resize(apps.len(), true);
+        let mut container_index =
+            ContainerIndex(hashbrown::HashTable::with_capacity(containers.len()));
+        let mut below_allocation = Vec::new();
+        let mut below_allocation_facts = Vec::new();
+        let mut oldest_first = vec![true; apps.len()];
         for (i, c) in containers.iter().enumerate() {
             let idx = ContainerIdx(i as u32);
             if c.app.get() >= apps.len() {
@@ -534,17 +503,6 @@ impl ClusterView {
             below_allocation_facts,
             oldest_first,
         })
-    }
-
-    /// The entities, and the derived indexes' buffers for [`ClusterView::new_in`].
-    pub fn into_parts(self) -> (Vec<Queue>, Vec<App>, Vec<Node>, Vec<Container>, ViewScratch) {
-        let scratch = ViewScratch {
-            container_index: self.container_index,
-            below_allocation: self.below_allocation,
-            below_allocation_facts: self.below_allocation_facts,
-            oldest_first: self.oldest_first,
-        };
-        (self.queues, self.apps, self.nodes, self.containers, scratch)
     }
 
     pub fn queue(&self, i: QueueIdx) -> &Queue {

@@ -6,7 +6,6 @@
 use crate::cluster::{
     App, AppIdx, ApplicationAttemptId, ApplicationId, ClusterView, Container, ContainerId, Millis,
     Node, NodeId, NodeIdx, Partition, PolicyKind, Queue, QueueIdx, ResourceRequest, ViewError,
-    ViewScratch,
 };
 use crate::config::settings::PolicySettings;
 use crate::policy::{self, ActionKind, PolicyState};
@@ -131,8 +130,6 @@ pub(crate) struct ViewBuilder {
     containers: Vec<u32>,
     /// Job -> view application index (u32::MAX when absent) for the current view.
     app_of: Vec<u32>,
-    /// The last view's index buffers.
-    scratch: ViewScratch,
 }
 
 impl ViewBuilder {
@@ -146,7 +143,6 @@ impl ViewBuilder {
             view_containers: Vec::new(),
             containers: Vec::new(),
             app_of: Vec::new(),
-            scratch: ViewScratch::default(),
         }
     }
 
@@ -168,12 +164,17 @@ impl ViewBuilder {
 
     /// Take the buffers of a view built here back for the next one.
     pub fn recycle(&mut self, view: ClusterView) {
-        let (queues, apps, nodes, containers, scratch) = view.into_parts();
+        let ClusterView {
+            queues,
+            apps,
+            nodes,
+            containers,
+            ..
+        } = view;
         self.queues = queues;
         self.apps = apps;
         self.view_containers = containers;
         self.nodes = nodes;
-        self.scratch = scratch;
     }
 
     pub fn build<M: Copy + std::fmt::Debug>(
@@ -266,8 +267,7 @@ impl ViewBuilder {
             });
         }
         let queues = std::mem::take(&mut self.queues);
-        let scratch = std::mem::take(&mut self.scratch);
-        ClusterView::new_in(queues, apps, nodes, containers, scratch)
+        ClusterView::new(queues, apps, nodes, containers)
     }
 
     fn add_app<M: Copy + std::fmt::Debug>(
