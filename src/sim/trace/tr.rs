@@ -115,7 +115,7 @@ fn number(field: Option<&str>, what: &str, index: usize) -> Result<f64, String> 
     }
     if v > MAX_SECS {
         return Err(format!(
-            "field {index} ({what}) is {v} s, more than the {MAX_SECS} s the simulator accepts"
+            "field {index} ({what}) is {s} s, more than the {MAX_SECS} s the simulator accepts"
         ));
     }
     Ok(v)
@@ -181,6 +181,10 @@ mod tests {
             (
                 "1 1 3 inf\n",
                 "t.tr:1: field 4 (task duration) must be a finite",
+            ),
+            (
+                "1 1 3 1e308\n",
+                "t.tr:1: field 4 (task duration) is 1e308 s, more than the 1000000000 s",
             ),
             ("1\n", "t.tr:1: missing field 2 (number of tasks)"),
             ("\n\n", "t.tr: the trace holds no jobs"),
