@@ -16,6 +16,50 @@ pub mod yarn;
 
 /// Returned by subcommands that this build does not provide yet, so that none of them
 /// pretends to work.
-#[derive(Debug, thiserror::Error)]
-#[error("`preemptor {0}` is not available in this build yet")]
-pub struct NotAvailable(pub &'static str);
+/// An error and its causes on one line. A cause whose text an earlier message already
+/// quotes is left out: many of our errors quote their cause (an I/O error reads best
+/// inline), and printing the chain as well said everything twice.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        next = cause.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_chain;
+
+    #[derive(Debug, thiserror::Error)]
+    enum Outer {
+        #[error("reading /x: {source}")]
+        Quotes { source: std::io::Error },
+        #[error("reading /x")]
+        Wraps {
+            #[source]
+            source: Inner,
+        },
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("parsing")]
+    struct Inner(#[source] std::io::Error);
+
+    #[test]
+    fn causes_appear_once() {
+        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let quoted = Outer::Quotes { source: io() };
+        assert_eq!(error_chain(&quoted), "reading /x: no such file");
+        let wrapped = Outer::Wraps {
+            source: Inner(io()),
+        };
+        assert_eq!(error_chain(&wrapped), "reading /x: parsing: no such file");
+    }
+}

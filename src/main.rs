@@ -143,7 +143,7 @@ fn main() -> ExitCode {
     match run(cli.command) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", preemptor::error_chain(e.as_ref()));
             ExitCode::FAILURE
         }
     }

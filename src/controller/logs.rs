@@ -276,7 +276,10 @@ pub async fn tail(
         // A typo in the address fails at once; a controller that goes away is waited for.
         match result {
             Err(e) if !connected_once || !e.transient() => return Err(e),
-            Err(e) => eprintln!("preemptor logs: {e}; reconnecting in {backoff:?}"),
+            Err(e) => eprintln!(
+                "preemptor logs: {}; reconnecting in {backoff:?}",
+                crate::error_chain(&e)
+            ),
             Ok(()) => eprintln!(
                 "preemptor logs: the controller closed the event stream; reconnecting in \
                  {backoff:?}"
