@@ -107,7 +107,7 @@ fn bad_input_gets_a_clear_error() {
     std::fs::write(&bad, "0 2 10 10 10\n5 3 10 10 10\n").unwrap();
     let unsized_trace = dir.path().join("mine.tr");
     std::fs::write(&unsized_trace, "0 1 10 10\n").unwrap();
-    let cases: [(Vec<&str>, String); 5] = [
+    let cases: [(Vec<&str>, String); 6] = [
         (
             vec!["run", "--trace", bad.to_str().unwrap(), "--nodes", "10"],
             format!(
@@ -131,12 +131,32 @@ fn bad_input_gets_a_clear_error() {
             vec!["run", "--trace", unsized_trace.to_str().unwrap()],
             "give --nodes".into(),
         ),
+        (
+            vec![
+                "run",
+                "--synthetic",
+                "mmc",
+                "-s",
+                "capacity",
+                "--queue",
+                "a=50",
+                "--queue",
+                "a=50",
+            ],
+            "--queue a is given twice".into(),
+        ),
     ];
     for (args, want) in cases {
         let out = sim(&args);
         assert!(!out.status.success(), "{args:?} succeeded");
         let err = text(&out.stderr);
         assert!(err.contains(&want), "{args:?}: wanted {want:?} in:\n{err}");
+        // The cause is printed once, not again after the message that quotes it.
+        assert_eq!(
+            err.matches(&want).count(),
+            1,
+            "{args:?}: repeated in:\n{err}"
+        );
     }
 }
 

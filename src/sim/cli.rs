@@ -499,6 +499,15 @@ fn sched_params(a: &SchedArgs) -> Result<SchedParams, SimError> {
     p.steal_attempts = a.steal_attempts;
     p.bypass_cap = number("--bypass-cap", a.bypass_cap, Bound::AtLeastZero)?;
     if !a.queues.is_empty() {
+        // Jobs find their queue by name: a second queue of the same name would get none.
+        for (i, q) in a.queues.iter().enumerate() {
+            if a.queues[..i].iter().any(|o| o.name == q.name) {
+                return Err(SimError::Setting(format!(
+                    "--queue {} is given twice",
+                    q.name
+                )));
+            }
+        }
         let total: f64 = a.queues.iter().map(|q| q.capacity).sum();
         if (total - 1.0).abs() > 1e-6 {
             return Err(SimError::Setting(format!(
