@@ -78,6 +78,10 @@ pub enum ConfigError {
     },
     #[error("{}: {what} is required but missing", path.display())]
     MissingFile { path: PathBuf, what: &'static str },
+    /// There, but a directory, a dangling link or a device: reading defaults in its
+    /// place would hide the mistake.
+    #[error("{}: not a regular file", path.display())]
+    NotAFile { path: PathBuf },
     #[error("{location}: not valid UTF-8 (configuration files must be UTF-8)")]
     NotUtf8 { location: Location },
     #[error("{location}: malformed XML: {message}")]
@@ -180,7 +184,7 @@ impl ConfigError {
     pub fn location(&self) -> Option<&Location> {
         use ConfigError::*;
         match self {
-            Io { .. } | MissingFile { .. } => None,
+            Io { .. } | MissingFile { .. } | NotAFile { .. } => None,
             NotUtf8 { location }
             | Malformed { location, .. }
             | UnknownElement { location, .. }

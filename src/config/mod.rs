@@ -59,24 +59,30 @@ pub fn load_dir_with_env(dir: &Path, env: Env) -> Result<LoadedConfig, ConfigErr
         }
         .into());
     }
-    let required = dir.join(CAPACITY_SCHEDULER_XML);
-    if !required.is_file() {
+    let Some(required) = config_file(dir, CAPACITY_SCHEDULER_XML)? else {
         return Err(ConfigError::MissingFile {
-            path: required,
+            path: dir.join(CAPACITY_SCHEDULER_XML),
             what: CAPACITY_SCHEDULER_XML,
         }
         .into());
-    }
-    let optional = |name: &str| {
-        let p = dir.join(name);
-        p.is_file().then_some(Source::File(p))
     };
     load(
-        Source::File(required),
-        optional(PREEMPTOR_SITE_XML),
-        optional(YARN_SITE_XML),
+        required,
+        config_file(dir, PREEMPTOR_SITE_XML)?,
+        config_file(dir, YARN_SITE_XML)?,
         env,
     )
+}
+
+/// `dir/name` if it is there; an error if something other than a file is there.
+fn config_file(dir: &Path, name: &str) -> Result<Option<Source>, ConfigError> {
+    let path = dir.join(name);
+    match std::fs::symlink_metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(ConfigError::Io { path, source }),
+        Ok(_) if path.is_file() => Ok(Some(Source::File(path))),
+        Ok(_) => Err(ConfigError::NotAFile { path }),
+    }
 }
 
 /// The example configuration shipped in `hadoop-conf/`, compiled into the binary.
@@ -366,6 +372,25 @@ mod tests {
         let c = load_dir(dir.path()).unwrap();
         assert_eq!(c.settings, PreemptorSettings::default());
         assert_eq!(c.files.len(), 1);
+        // Something that is there but no file is an error, not a file to do without.
+        std::fs::create_dir(dir.path().join(PREEMPTOR_SITE_XML)).unwrap();
+        std::os::unix::fs::symlink("absent", dir.path().join(YARN_SITE_XML)).unwrap();
+        let e = load_dir(dir.path()).unwrap_err();
+        assert!(
+            matches!(e.errors[..], [ConfigError::NotAFile { .. }]),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .contains("preemptor-site.xml: not a regular file"),
+            "{e}"
+        );
+        std::fs::remove_dir(dir.path().join(PREEMPTOR_SITE_XML)).unwrap();
+        let e = load_dir(dir.path()).unwrap_err();
+        assert!(
+            e.to_string().contains("yarn-site.xml: not a regular file"),
+            "{e}"
+        );
     }
 
     #[test]
