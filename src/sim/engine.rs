@@ -216,6 +216,90 @@ pub(crate) struct Core<'w, M> {
     sched_queued: usize,
     sample_queued: bool,
     abort: Option<String>,
+    /// Kept only for a scheduler that asks ([`Core::track_holdings`]).
+    holdings: Option<Holdings>,
+}
+
+/// What the live containers hold, kept up to date as they start, change and end, for a
+/// scheduler that reads it on every tick (the capacity scheduler's idle check) and
+/// would otherwise walk every container: per job, the allocation of its live
+/// containers not being killed; the squeezed (suspended or shrunk) containers; and
+/// each task's latest container.
+pub(crate) struct Holdings {
+    /// Per job: what its live, not killed containers are allocated, and how many.
+    job_alloc: Vec<(Resource, u32)>,
+    /// Jobs with such a container.
+    jobs: SlotSet,
+    /// Squeezed containers, by slot.
+    squeezed: SlotSet,
+    task_slot: Vec<u32>,
+}
+
+impl Holdings {
+    /// Jobs with a live container that is not being killed, and what those hold.
+    pub fn jobs(&self) -> impl Iterator<Item = (u32, Resource)> + '_ {
+        self.jobs
+            .items
+            .iter()
+            .map(|&j| (j, self.job_alloc[j as usize].0))
+    }
+
+    /// Live containers below their allocation (suspended or shrunk), by slot.
+    pub fn squeezed(&self) -> &[u32] {
+        &self.squeezed.items
+    }
+
+    fn add(&mut self, job: u32, shape: Resource) {
+        let a = &mut self.job_alloc[job as usize];
+        a.0 += shape;
+        a.1 += 1;
+        self.jobs.insert(job);
+    }
+
+    fn drop_alloc(&mut self, job: u32, shape: Resource) {
+        let a = &mut self.job_alloc[job as usize];
+        a.0 -= shape;
+        a.1 -= 1;
+        if a.1 == 0 {
+            a.0 = Resource::ZERO;
+            self.jobs.remove(job);
+        }
+    }
+}
+
+/// A set of small indexes that lists its members densely: insert, remove and
+/// iteration cost O(1) per member, never a walk of the whole index range.
+#[derive(Default)]
+struct SlotSet {
+    items: Vec<u32>,
+    /// Per index: its place in `items`, or `u32::MAX`.
+    pos: Vec<u32>,
+}
+
+impl SlotSet {
+    fn insert(&mut self, i: u32) {
+        if self.pos.len() <= i as usize {
+            self.pos.resize(i as usize + 1, u32::MAX);
+        }
+        if self.pos[i as usize] == u32::MAX {
+            self.pos[i as usize] = self.items.len() as u32;
+            self.items.push(i);
+        }
+    }
+
+    fn remove(&mut self, i: u32) {
+        let Some(&p) = self.pos.get(i as usize) else {
+            return;
+        };
+        if p == u32::MAX {
+            return;
+        }
+        self.items.swap_remove(p as usize);
+        if let Some(&moved) = self.items.get(p as usize) {
+            self.pos[moved as usize] = p;
+        }
+        self.pos[i as usize] = u32::MAX;
+    }
 }
 
 /// A scheduler plugs its placement logic into the engine through these callbacks.
@@ -331,6 +415,7 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
             sched_queued: 0,
             sample_queued,
             abort: None,
+            holdings: None,
         })
     }
 
@@ -430,6 +515,79 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
         &self.slab[c as usize]
     }
 
+    /// Keep [`Holdings`] from now on; call before the first container starts.
+    pub fn track_holdings(&mut self) {
+        let mut h = Holdings {
+            job_alloc: vec![(Resource::ZERO, 0); self.wl.jobs.len()],
+            jobs: SlotSet::default(),
+            squeezed: SlotSet::default(),
+            task_slot: vec![u32::MAX; self.wl.num_tasks()],
+        };
+        for (i, k) in self.slab.iter().enumerate() {
+            if k.live && k.state != ContainerState::Killed {
+                h.add(k.job, k.allocated);
+                h.task_slot[k.task as usize] = i as u32;
+                if k.state != ContainerState::Running {
+                    h.squeezed.insert(i as u32);
+                }
+            }
+        }
+        self.holdings = Some(h);
+    }
+
+    pub fn holdings(&self) -> Option<&Holdings> {
+        self.holdings.as_ref()
+    }
+
+    /// Whether the kept [`Holdings`] agree with a walk of every container (for debug
+    /// assertions; true when none are kept).
+    pub fn holdings_agree(&self) -> bool {
+        let Some(h) = &self.holdings else {
+            return true;
+        };
+        let mut alloc = vec![(Resource::ZERO, 0u32); self.wl.jobs.len()];
+        let mut squeezed = Vec::new();
+        for (i, k) in self.containers() {
+            if k.state == ContainerState::Killed {
+                continue;
+            }
+            let a = &mut alloc[k.job as usize];
+            a.0 += k.allocated;
+            a.1 += 1;
+            if k.state != ContainerState::Running {
+                squeezed.push(i);
+            }
+            if h.task_slot.get(k.task as usize) != Some(&i) {
+                return false;
+            }
+        }
+        let mut kept = h.squeezed.items.clone();
+        kept.sort_unstable();
+        let mut jobs = h.jobs.items.clone();
+        jobs.sort_unstable();
+        let holding: Vec<u32> = (0..alloc.len() as u32)
+            .filter(|&j| alloc[j as usize].1 > 0)
+            .collect();
+        alloc == h.job_alloc && kept == squeezed && jobs == holding
+    }
+
+    /// The live, not killed container of `job` that YARN would number `number`
+    /// (2 + task offset + attempts x tasks, as the views name them), if tracked.
+    pub fn container_numbered(&self, job: u32, number: u64) -> Option<u32> {
+        let h = self.holdings.as_ref()?;
+        let spec = self.wl.jobs.get(job as usize)?;
+        let n = number.checked_sub(2)?;
+        let tasks = u64::from(spec.num_tasks.max(1));
+        let task = spec.first_task as u64 + n % tasks;
+        let c = *h.task_slot.get(usize::try_from(task).ok()?)?;
+        let k = self.slab.get(c as usize)?;
+        (k.live
+            && k.job == job
+            && u64::from(k.attempts) == n / tasks
+            && k.state != ContainerState::Killed)
+            .then_some(c)
+    }
+
     /// Start task `t` of `job` on `node` now, or once memory reclaimed there is free.
     pub fn launch(&mut self, job: u32, t: TaskRef, node: u32) -> u32 {
         let shape = self.wl.shape(t.task as usize);
@@ -467,6 +625,10 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
             }
         };
         self.nodes[node as usize].containers.push(id);
+        if let Some(h) = &mut self.holdings {
+            h.add(job, shape);
+            h.task_slot[t.task as usize] = id;
+        }
         self.live_containers += 1;
         self.util.alloc_milli += shape.vcores as i64 * 1000;
         self.set_eff(id);
@@ -556,6 +718,9 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
                 k.suspensions += 1;
             }
         }
+        if let Some(h) = &mut self.holdings {
+            h.squeezed.insert(c);
+        }
         if suspend {
             self.counts.suspended += 1;
         } else {
@@ -589,6 +754,13 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
             k.phase = Phase::Restoring;
             k.epoch = k.epoch.wrapping_add(1);
         }
+        if let Some(h) = &mut self.holdings {
+            if to == full {
+                h.squeezed.remove(c);
+            } else {
+                h.squeezed.insert(c);
+            }
+        }
         self.counts.resumed += 1;
         let epoch = self.slab[c as usize].epoch;
         self.events
@@ -607,6 +779,10 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
         k.phase = Phase::Killing;
         k.state = ContainerState::Killed;
         let epoch = k.epoch;
+        if let Some(h) = &mut self.holdings {
+            h.squeezed.remove(c);
+            h.drop_alloc(k.job, k.allocated);
+        }
         self.counts.killed += 1;
         let at = self.now + self.cfg.costs.kill_delay();
         self.events.push(at, Ev::Killed { c, epoch });
@@ -622,6 +798,15 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
             job: k.job,
             shape: k.allocated,
         };
+        if let Some(h) = &mut self.holdings {
+            if k.state != ContainerState::Killed {
+                h.squeezed.remove(c);
+                h.drop_alloc(k.job, k.allocated);
+            }
+            if h.task_slot.get(k.task as usize) == Some(&c) {
+                h.task_slot[k.task as usize] = u32::MAX;
+            }
+        }
         let list = &mut self.nodes[r.node as usize].containers;
         if let Some(p) = list.iter().position(|&x| x == c) {
             list.swap_remove(p);

@@ -363,6 +363,9 @@ impl Scheduler for Central {
     type Msg = Msg;
 
     fn start(&mut self, core: &mut Core<'_, Msg>) {
+        if self.quiet.is_some() {
+            core.track_holdings();
+        }
         if let Some((_, interval)) = &self.policy {
             let first = core.wl.span().0 + *interval;
             core.at(first, Msg::Monitor);

@@ -9,13 +9,16 @@
 //! reads later: no time-based rule can fire, since every kill wait is still running
 //! and resume picks a queue that is owed. Marks still waiting are counted as the
 //! policy's ledger counts them (their queue no longer holds them, their room is free
-//! room to come). This check works that out from aggregates in
-//! O(containers + queued jobs) without allocating, running the same
-//! `capacity::account` the policy runs on the numbers its view and ledger would hold.
-//! It does not walk the nodes: the scheduler counts the nodes that advertise other than
-//! their capacity and those whose allocations exceed what they advertise (with none of
-//! the latter, no node's free room is cut off at zero, so the cluster's free room is
-//! its capacity less what is held).
+//! room to come). This check works that out from aggregates without allocating,
+//! running the same `capacity::account` the policy runs on the numbers its view and
+//! ledger would hold. It walks neither the containers nor the nodes. The engine keeps
+//! what each job's containers hold, which containers are squeezed, and each task's
+//! container ([`Holdings`](crate::sim::engine::Holdings)), so a check costs
+//! O(jobs holding containers + squeezed containers + marks + queued jobs). The
+//! scheduler counts the nodes that advertise other than their capacity and those whose
+//! allocations exceed what they advertise (with none of the latter, no node's free
+//! room is cut off at zero, so the cluster's free room is its capacity less what is
+//! held).
 //!
 //! Skipped ticks are checked against a real `decide` under
 //! [`PolicyTicks::VerifyIdle`] (the default in debug builds, so every test run checks
@@ -51,11 +54,9 @@ pub(crate) struct QuietCheck {
     counted: Vec<u64>,
     sums: Sums,
     loads: Vec<QueueLoad>,
-    /// Kill marks of this tick as (job, container number, marked at ms), sorted, and
-    /// whether some mark's time is unknown.
+    /// Kill marks of this tick as (job, container number, marked at ms), and whether
+    /// some mark's time is unknown.
     marks: Vec<(u32, u64, u64)>,
-    /// Per job, whether some mark is its: most containers then need no search.
-    marked_job: Vec<bool>,
     unknown_mark: bool,
     tick: u64,
     /// Also run `decide` on skipped ticks and fail the run if it would have acted.
@@ -98,7 +99,6 @@ impl QuietCheck {
             sums: Sums::default(),
             loads: Vec::new(),
             marks: Vec::new(),
-            marked_job: vec![false; wl.jobs.len()],
             unknown_mark: false,
             tick: 0,
             verify: ticks == PolicyTicks::VerifyIdle,
@@ -128,9 +128,6 @@ impl QuietCheck {
 
     /// The policy's kill marks before [`QuietCheck::is_quiet`].
     pub fn set_kill_marks(&mut self, marks: impl Iterator<Item = (ContainerId, Option<Millis>)>) {
-        for &(job, _, _) in &self.marks {
-            self.marked_job[job as usize] = false;
-        }
         self.marks.clear();
         self.unknown_mark = false;
         for (id, at) in marks {
@@ -139,24 +136,8 @@ impl QuietCheck {
                 self.unknown_mark = true;
                 continue;
             };
-            // A job not of this workload has nothing in the view to match.
-            if let Some(m) = self.marked_job.get_mut(job as usize) {
-                *m = true;
-                self.marks.push((job, id.id, at));
-            }
+            self.marks.push((job, id.id, at));
         }
-        self.marks.sort_unstable();
-    }
-
-    /// When the container of `job` numbered `number` was marked, if it is.
-    fn marked_at(&self, job: u32, number: u64) -> Option<u64> {
-        let i = self
-            .marks
-            .partition_point(|&(j, n, _)| (j, n) < (job, number));
-        self.marks
-            .get(i)
-            .filter(|&&(j, n, _)| (j, n) == (job, number))
-            .map(|&(_, _, at)| at)
     }
 
     /// True when the policy's plan for a view of the cluster now is provably empty.
@@ -189,6 +170,9 @@ impl QuietCheck {
 
     /// Per-leaf and per-node totals as the view and the policy's ledger would hold
     /// them; false when some squeezed container is one the policy might act on anyway.
+    /// Reads what the engine keeps up to date
+    /// ([`Holdings`](crate::sim::engine::Holdings)): the jobs holding containers, the
+    /// marked and the squeezed containers, never all of them.
     #[allow(clippy::too_many_arguments)]
     fn sum_up(
         &mut self,
@@ -210,57 +194,63 @@ impl QuietCheck {
                 }
             }
         }
-        for (_, k) in core.containers() {
-            if k.state == ContainerState::Killed {
-                continue;
-            }
-            let q = if queued[k.job as usize] {
-                queue_of(k.job)
+        let Some(holdings) = core.holdings() else {
+            return false;
+        };
+        debug_assert!(core.holdings_agree(), "the engine's holdings drifted");
+        let leaf = |job: u32| {
+            if queued[job as usize] {
+                queue_of(job)
             } else {
-                class_leaf(k.job)
+                class_leaf(job)
+            }
+        };
+        let policy_of = |job: u32| match s.kind {
+            PolicyKind::Adaptive => adaptive_choice(
+                core.wl.jobs[job as usize].kind.application_type(),
+                &[],
+                &s.adaptive,
+            ),
+            p => p,
+        };
+        for &(job, number, at) in &self.marks {
+            // A mark on a container that is gone, or being killed, is not in the view.
+            let Some(c) = core.container_numbered(job, number) else {
+                continue;
             };
+            let k = core.container(c);
+            // Killed now, or dropped (not under kill, or not running).
+            if now_ms >= at.saturating_add(s.kill.max_wait_before_kill_ms)
+                || policy_of(job) != PolicyKind::Kill
+                || k.state != ContainerState::Running
+            {
+                return false;
+            }
+            // Still waiting: the ledger takes it from its queue, and its room is room
+            // to come.
             let alloc = Amount::from(k.allocated);
+            sums.marked[leaf(job)] += alloc;
+            sums.marked_total += alloc;
+        }
+        for (job, allocated) in holdings.jobs() {
+            let q = leaf(job);
+            let alloc = Amount::from(allocated);
             sums.used[q] += alloc;
             sums.held += alloc;
             // A job out of the queues with a task pending again (killed, not yet
             // reported) is in the view with its requests.
-            if self.counted[k.job as usize] != tick {
-                self.counted[k.job as usize] = tick;
-                add(&mut sums.pending, q, self.pending(core, k.job));
+            if self.counted[job as usize] != tick {
+                self.counted[job as usize] = tick;
+                add(&mut sums.pending, q, self.pending(core, job));
             }
-            let policy = || match s.kind {
-                PolicyKind::Adaptive => adaptive_choice(
-                    core.wl.jobs[k.job as usize].kind.application_type(),
-                    &[],
-                    &s.adaptive,
-                ),
-                p => p,
-            };
-            if self.marked_job[k.job as usize] {
-                let spec = core.wl.jobs[k.job as usize];
-                let number = 2
-                    + (k.task - spec.first_task) as u64
-                    + k.attempts as u64 * spec.num_tasks as u64;
-                if let Some(at) = self.marked_at(k.job, number) {
-                    // Killed now, or dropped (not under kill, or not running).
-                    if now_ms >= at.saturating_add(s.kill.max_wait_before_kill_ms)
-                        || policy() != PolicyKind::Kill
-                        || k.state != ContainerState::Running
-                    {
-                        return false;
-                    }
-                    // Still waiting: the ledger takes it from its queue, and its room
-                    // is room to come.
-                    sums.marked[q] += alloc;
-                    sums.marked_total += alloc;
-                    continue;
-                }
-            }
-            if k.state == ContainerState::Running {
-                continue;
-            }
+        }
+        // A marked one among these made the tick busy above: it is not running.
+        for &c in holdings.squeezed() {
+            let k = core.container(c);
+            let q = leaf(k.job);
+            let alloc = Amount::from(k.allocated);
             // Below its allocation: the ledger counts only what it still holds.
-            let policy = policy();
+            let policy = policy_of(k.job);
             let swapping =
                 k.phase == Phase::Steady && core.cfg.costs.swapping(k.allocated, k.current);
             if !is_share_based(policy)
