@@ -21,7 +21,13 @@ pub mod yarn;
 /// inline), and printing the chain as well said everything twice.
 pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut out = e.to_string();
-    let mut next = e.source();
+    append_causes(&mut out, e.source());
+    out
+}
+
+/// Append `cause` and its own causes to `out`, each unless `out` already quotes it.
+pub(crate) fn append_causes(out: &mut String, cause: Option<&(dyn std::error::Error + 'static)>) {
+    let mut next = cause;
     while let Some(cause) = next {
         let text = cause.to_string();
         if !out.contains(&text) {
@@ -30,7 +36,6 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         }
         next = cause.source();
     }
-    out
 }
 
 #[cfg(test)]

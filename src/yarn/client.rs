@@ -963,15 +963,7 @@ pub(super) fn describe_reqwest(e: &reqwest::Error) -> String {
         let _ = shown.set_username("");
         out = out.replace(url.as_str(), shown.as_str());
     }
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
+    crate::append_causes(&mut out, std::error::Error::source(e));
     out
 }
 
