@@ -14,8 +14,6 @@ pub mod sim;
 pub mod tls;
 pub mod yarn;
 
-/// Returned by subcommands that this build does not provide yet, so that none of them
-/// pretends to work.
 /// An error and its causes on one line. A cause whose text an earlier message already
 /// quotes is left out: many of our errors quote their cause (an I/O error reads best
 /// inline), and printing the chain as well said everything twice.
