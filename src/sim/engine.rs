@@ -268,16 +268,22 @@ impl Holdings {
 }
 
 /// A set of small indexes that lists its members densely: insert, remove and
-/// iteration cost O(1) per member, never a walk of the whole index range.
+/// iteration cost O(1) per member, never a walk of the whole index range. Members keep
+/// their order except that a removal moves the last member into the gap.
 #[derive(Default)]
-struct SlotSet {
+pub(crate) struct SlotSet {
     items: Vec<u32>,
     /// Per index: its place in `items`, or `u32::MAX`.
     pos: Vec<u32>,
 }
 
 impl SlotSet {
-    fn insert(&mut self, i: u32) {
+    /// The members, in the order described above.
+    pub fn items(&self) -> &[u32] {
+        &self.items
+    }
+
+    pub fn insert(&mut self, i: u32) {
         if self.pos.len() <= i as usize {
             self.pos.resize(i as usize + 1, u32::MAX);
         }
@@ -287,7 +293,7 @@ impl SlotSet {
         }
     }
 
-    fn remove(&mut self, i: u32) {
+    pub fn remove(&mut self, i: u32) {
         let Some(&p) = self.pos.get(i as usize) else {
             return;
         };

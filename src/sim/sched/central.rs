@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use crate::cluster::{JobClass, Partition};
 use crate::resources::Resource;
 use crate::sim::bridge::{PolicyBridge, SimAction, ViewBuilder};
-use crate::sim::engine::{Core, Released, Scheduler, TaskRef};
+use crate::sim::engine::{Core, Released, Scheduler, SlotSet, TaskRef};
 use crate::sim::sched::quiet::{self, NodeTally, QuietCheck};
 use crate::sim::sched::{PolicyTicks, QueueSpec};
 use crate::sim::workload::{MICROS_PER_MILLI, Time};
@@ -51,9 +51,8 @@ pub(crate) struct Central {
     queued: Vec<bool>,
     /// Scratch for `schedule`: leaves that cannot allocate more this pass.
     blocked: Vec<bool>,
-    /// Nodes with some room left, and each node's position in it.
-    room: Vec<u32>,
-    room_pos: Vec<u32>,
+    /// Nodes with some room left.
+    room: SlotSet,
     /// Per node, whether it advertises other than its capacity (bit 0) and whether its
     /// allocations exceed what it advertises (bit 1); how many do each; and how many
     /// nodes are outside the general partition. The idle check reads these counts
@@ -72,8 +71,6 @@ pub(crate) struct Central {
     skipped: u64,
     actions: u64,
 }
-
-const NOT_IN: u32 = u32::MAX;
 
 impl Central {
     pub fn new(
@@ -121,8 +118,10 @@ impl Central {
             .as_ref()
             .filter(|(b, _)| quiet::eligible(b.settings()))
             .map(|_| QuietCheck::new(core, PolicyTicks::default()));
-        let room: Vec<u32> = (0..n as u32).collect();
-        let room_pos = (0..n as u32).collect();
+        let mut room = SlotSet::default();
+        for node in 0..n as u32 {
+            room.insert(node);
+        }
         Central {
             blocked: vec![false; leaves.len()],
             leaves,
@@ -132,7 +131,6 @@ impl Central {
             advertised: core.nodes.iter().map(|x| x.capacity).collect(),
             allocated: vec![Resource::ZERO; n],
             room,
-            room_pos,
             node_flags: vec![0; n],
             mismatched: 0,
             overfull: 0,
@@ -176,24 +174,17 @@ impl Central {
         }
         let f = self.free(node);
         let has = f.vcores > 0 && f.memory_mb > 0;
-        let pos = self.room_pos[node as usize];
-        if has && pos == NOT_IN {
-            self.room_pos[node as usize] = self.room.len() as u32;
-            self.room.push(node);
-        } else if !has && pos != NOT_IN {
-            let last = *self.room.last().unwrap_or(&node);
-            self.room.swap_remove(pos as usize);
-            if last != node {
-                self.room_pos[last as usize] = pos;
-            }
-            self.room_pos[node as usize] = NOT_IN;
+        if has {
+            self.room.insert(node);
+        } else {
+            self.room.remove(node);
         }
     }
 
     /// A node the shape fits on, or `None`. Short-partition nodes (Dice) take no long
     /// containers.
     fn find_node(&self, core: &Core<'_, Msg>, shape: Resource, class: JobClass) -> Option<u32> {
-        self.room.iter().copied().find(|&n| {
+        self.room.items().iter().copied().find(|&n| {
             shape.fits_in(&self.free(n))
                 && !(class == JobClass::Long
                     && core.nodes[n as usize].partition == Partition::Short)
