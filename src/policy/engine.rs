@@ -1028,6 +1028,9 @@ impl<'a> Tick<'a> {
                 others += self.held(c);
             }
         }
+        // LAS breaks ties by place: make that the container id, not however the
+        // node's containers happen to be listed.
+        idx.sort_unstable_by_key(|&ci| view.container(ci).id);
         let cap = self.ledger.node_cap[n] - others;
         let mut tasks: Vec<LasTask> = idx
             .iter()
