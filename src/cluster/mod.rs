@@ -6,6 +6,7 @@
 
 pub mod builder;
 pub mod ids;
+mod patch;
 
 use std::fmt;
 use std::str::FromStr;
@@ -322,6 +323,13 @@ pub enum ViewError {
     },
     #[error("duplicate {what} {id}")]
     Duplicate { what: &'static str, id: String },
+    #[error("{what} index {index} is not in the view")]
+    NotInView { what: &'static str, index: u32 },
+    #[error("application {app} still has {containers} containers in the view")]
+    AppNotEmpty {
+        app: ApplicationId,
+        containers: usize,
+    },
 }
 
 /// A consistent snapshot of the cluster. Queues are in pre-order: the root first and
@@ -347,6 +355,17 @@ pub struct ClusterView {
     /// then id), so that victim selection can walk them newest first without sorting.
     #[serde(skip)]
     oldest_first: Vec<bool>,
+    /// What [`ClusterView`]'s in-place changes (patch.rs) need to stay O(1) each: per
+    /// container, its place in its application's and its node's list; per application,
+    /// what its live containers are allocated; application id -> index.
+    #[serde(skip)]
+    at_app: Vec<u32>,
+    #[serde(skip)]
+    at_node: Vec<u32>,
+    #[serde(skip)]
+    app_used: Vec<Resource>,
+    #[serde(skip)]
+    app_index: IdMap<ApplicationId, u32>,
 }
 
 /// Container id -> index. It holds only the indexes (the ids are in the view's
@@ -398,7 +417,7 @@ impl ClusterView {
                 queues[p.get()].children.push(QueueIdx(i as u32));
             }
         }
-        let mut seen_apps = IdMap::with_capacity_and_hasher(apps.len(), Default::default());
+        let mut app_index = IdMap::with_capacity_and_hasher(apps.len(), Default::default());
         for (i, a) in apps.iter_mut().enumerate() {
             if a.queue.get() >= queues.len() {
                 return Err(ViewError::BadAppQueue {
@@ -406,7 +425,7 @@ impl ClusterView {
                     queue: a.queue.0,
                 });
             }
-            if seen_apps.insert(a.id, i).is_some() {
+            if app_index.insert(a.id, i as u32).is_some() {
                 return Err(ViewError::Duplicate {
                     what: "application",
                     id: a.id.to_string(),
@@ -425,6 +444,9 @@ impl ClusterView {
         let mut below_allocation = Vec::new();
         let mut below_allocation_facts = Vec::new();
         let mut oldest_first = vec![true; apps.len()];
+        let mut at_app = Vec::with_capacity(containers.len());
+        let mut at_node = Vec::with_capacity(containers.len());
+        let mut app_used = vec![Resource::ZERO; apps.len()];
         for (i, c) in containers.iter().enumerate() {
             let idx = ContainerIdx(i as u32);
             if c.app.get() >= apps.len() {
@@ -463,7 +485,9 @@ impl ClusterView {
                     oldest_first[c.app.get()] = false;
                 }
             }
+            at_app.push(listed.len() as u32);
             listed.push(idx);
+            at_node.push(nodes[c.node.get()].containers.len() as u32);
             nodes[c.node.get()].containers.push(idx);
             if c.is_live() {
                 if c.state != ContainerState::Running {
@@ -479,6 +503,7 @@ impl ClusterView {
                     });
                 }
                 nodes[c.node.get()].used += c.allocated;
+                app_used[c.app.get()] += c.allocated;
                 let q = apps[c.app.get()].queue;
                 queues[q.get()].used += c.allocated;
             }
@@ -502,6 +527,10 @@ impl ClusterView {
             below_allocation,
             below_allocation_facts,
             oldest_first,
+            at_app,
+            at_node,
+            app_used,
+            app_index,
         })
     }
 

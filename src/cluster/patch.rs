@@ -1,0 +1,687 @@
+//! In-place changes to a [`ClusterView`], for a caller that keeps one view across
+//! ticks: the simulator, whose cluster changes by a few containers between ticks that
+//! each read thousands. Every change keeps the derived fields (usage and demand up the
+//! queue tree, per-node and per-application lists, the id index, the containers below
+//! their allocation) as [`ClusterView::new`] derives them, at a cost independent of
+//! the cluster's size. Two things differ from a view built anew:
+//! - removing a container moves the last container into its index, and the last entry
+//!   of its application's and node's lists into its place there, so lists are in no
+//!   particular order;
+//! - [`ClusterView::containers_oldest_first`] turns false once a removal disturbs an
+//!   application's list, even if it happens to be sorted (readers then sort).
+
+use super::{
+    App, AppIdx, BelowAllocation, ClusterView, Container, ContainerIdx, ContainerState, Limits,
+    Millis, NodeIdx, Partition, QueueIdx, ResourceRequest, ViewError, id_hash,
+};
+use crate::resources::Resource;
+
+impl ClusterView {
+    /// Add an application; its container list is derived, so whatever it holds is
+    /// dropped.
+    pub fn add_app(&mut self, mut app: App) -> Result<AppIdx, ViewError> {
+        if app.queue.get() >= self.queues.len() {
+            return Err(ViewError::BadAppQueue {
+                app: app.id,
+                queue: app.queue.0,
+            });
+        }
+        if self.app_index.contains_key(&app.id) {
+            return Err(ViewError::Duplicate {
+                what: "application",
+                id: app.id.to_string(),
+            });
+        }
+        let i = self.apps.len() as u32;
+        app.containers.clear();
+        self.roll_up(app.queue, Resource::ZERO, app.pending());
+        self.app_index.insert(app.id, i);
+        self.apps.push(app);
+        self.oldest_first.push(true);
+        self.app_used.push(Resource::ZERO);
+        Ok(AppIdx(i))
+    }
+
+    /// Remove an application that has no containers left in the view. The last
+    /// application moves into its index.
+    pub fn remove_app(&mut self, i: AppIdx) -> Result<App, ViewError> {
+        let app = self.apps.get(i.get()).ok_or(ViewError::NotInView {
+            what: "application",
+            index: i.0,
+        })?;
+        if !app.containers.is_empty() {
+            return Err(ViewError::AppNotEmpty {
+                app: app.id,
+                containers: app.containers.len(),
+            });
+        }
+        let (queue, pending) = (app.queue, app.pending());
+        // With no containers it holds nothing: only its demand leaves the queues.
+        self.unroll(queue, Resource::ZERO, pending);
+        let app = self.apps.swap_remove(i.get());
+        self.oldest_first.swap_remove(i.get());
+        self.app_used.swap_remove(i.get());
+        self.app_index.remove(&app.id);
+        if let Some(moved) = self.apps.get(i.get()) {
+            self.app_index.insert(moved.id, i.0);
+            for &c in &moved.containers {
+                self.containers[c.get()].app = i;
+                if let Ok(p) = self.below_allocation.binary_search(&c) {
+                    self.below_allocation_facts[p].app = i;
+                }
+            }
+        }
+        Ok(app)
+    }
+
+    /// What changes while an application runs: the queue it counts against, its
+    /// progress and its outstanding requests.
+    pub fn set_app_demand(
+        &mut self,
+        i: AppIdx,
+        queue: QueueIdx,
+        progress: f64,
+        requests: &[ResourceRequest],
+        pending_since_ms: Option<Millis>,
+    ) -> Result<(), ViewError> {
+        let n_queues = self.queues.len();
+        let app = self.apps.get_mut(i.get()).ok_or(ViewError::NotInView {
+            what: "application",
+            index: i.0,
+        })?;
+        if queue.get() >= n_queues {
+            return Err(ViewError::BadAppQueue {
+                app: app.id,
+                queue: queue.0,
+            });
+        }
+        let (was, was_pending) = (app.queue, app.pending());
+        app.queue = queue;
+        app.progress = progress;
+        app.requests.clear();
+        app.requests.extend_from_slice(requests);
+        app.pending_since_ms = pending_since_ms;
+        let pending = app.pending();
+        let used = self.app_used[i.get()];
+        self.unroll(was, used, was_pending);
+        self.roll_up(queue, used, pending);
+        Ok(())
+    }
+
+    /// Add a container to its application and node.
+    pub fn add_container(&mut self, c: Container) -> Result<ContainerIdx, ViewError> {
+        if c.app.get() >= self.apps.len() {
+            return Err(ViewError::BadContainerRef {
+                container: c.id,
+                what: "application",
+                index: c.app.0,
+            });
+        }
+        if c.node.get() >= self.nodes.len() {
+            return Err(ViewError::BadContainerRef {
+                container: c.id,
+                what: "node",
+                index: c.node.0,
+            });
+        }
+        let idx = ContainerIdx(self.containers.len() as u32);
+        let containers = &self.containers;
+        match self.container_index.0.entry(
+            id_hash(&c.id),
+            |&j| containers[j.get()].id == c.id,
+            |&j| id_hash(&containers[j.get()].id),
+        ) {
+            hashbrown::hash_table::Entry::Occupied(_) => {
+                return Err(ViewError::Duplicate {
+                    what: "container",
+                    id: c.id.to_string(),
+                });
+            }
+            hashbrown::hash_table::Entry::Vacant(v) => {
+                v.insert(idx);
+            }
+        }
+        let listed = &mut self.apps[c.app.get()].containers;
+        if let Some(&prev) = listed.last() {
+            let p = &self.containers[prev.get()];
+            if (p.started_ms, p.id) > (c.started_ms, c.id) {
+                self.oldest_first[c.app.get()] = false;
+            }
+        }
+        self.at_app.push(listed.len() as u32);
+        listed.push(idx);
+        let on_node = &mut self.nodes[c.node.get()].containers;
+        self.at_node.push(on_node.len() as u32);
+        on_node.push(idx);
+        if c.is_live() {
+            self.hold(&c, true);
+            if c.state != ContainerState::Running {
+                // The highest index: its place is at the end.
+                self.below_allocation.push(idx);
+                self.below_allocation_facts.push(below(idx, &c));
+            }
+        }
+        self.containers.push(c);
+        Ok(idx)
+    }
+
+    /// Remove a container. The last container moves into its index.
+    pub fn remove_container(&mut self, i: ContainerIdx) -> Result<Container, ViewError> {
+        let Some(c) = self.containers.get(i.get()) else {
+            return Err(ViewError::NotInView {
+                what: "container",
+                index: i.0,
+            });
+        };
+        if let Ok(e) = self
+            .container_index
+            .0
+            .find_entry(id_hash(&c.id), |&j| j == i)
+        {
+            e.remove();
+        }
+        if c.is_live() {
+            let c = c.clone();
+            self.hold(&c, false);
+        }
+        self.drop_below(i);
+        let (app, node) = (self.containers[i.get()].app, self.containers[i.get()].node);
+        let p = self.at_app[i.get()] as usize;
+        let listed = &mut self.apps[app.get()].containers;
+        listed.swap_remove(p);
+        if let Some(&m) = listed.get(p) {
+            self.at_app[m.get()] = p as u32;
+            self.oldest_first[app.get()] = false;
+        }
+        let p = self.at_node[i.get()] as usize;
+        let on_node = &mut self.nodes[node.get()].containers;
+        on_node.swap_remove(p);
+        if let Some(&m) = on_node.get(p) {
+            self.at_node[m.get()] = p as u32;
+        }
+        let last = ContainerIdx(self.containers.len() as u32 - 1);
+        let removed = self.containers.swap_remove(i.get());
+        self.at_app.swap_remove(i.get());
+        self.at_node.swap_remove(i.get());
+        if i != last {
+            let m = &self.containers[i.get()];
+            self.apps[m.app.get()].containers[self.at_app[i.get()] as usize] = i;
+            self.nodes[m.node.get()].containers[self.at_node[i.get()] as usize] = i;
+            if let Ok(mut e) = self
+                .container_index
+                .0
+                .find_entry(id_hash(&m.id), |&j| j == last)
+            {
+                *e.get_mut() = i;
+            }
+            // `last` is the highest index: if listed below, it is listed last.
+            if self.below_allocation.last() == Some(&last) {
+                self.below_allocation.pop();
+                let mut fact = self.below_allocation_facts.pop().expect("kept in step");
+                fact.container = i;
+                let p = self.below_allocation.partition_point(|&x| x < i);
+                self.below_allocation.insert(p, i);
+                self.below_allocation_facts.insert(p, fact);
+            }
+        }
+        Ok(removed)
+    }
+
+    /// A container's limits and state change: suspended, shrunk, resumed or killed.
+    pub fn set_container_limits(
+        &mut self,
+        i: ContainerIdx,
+        current: Limits,
+        state: ContainerState,
+        swapping: bool,
+    ) -> Result<(), ViewError> {
+        let Some(c) = self.containers.get_mut(i.get()) else {
+            return Err(ViewError::NotInView {
+                what: "container",
+                index: i.0,
+            });
+        };
+        let was_live = c.is_live();
+        c.current = current;
+        c.state = state;
+        c.swapping = swapping;
+        let c = c.clone();
+        if was_live != c.is_live() {
+            self.hold(&c, c.is_live());
+        }
+        if c.is_live() && c.state != ContainerState::Running {
+            let fact = below(i, &c);
+            match self.below_allocation.binary_search(&i) {
+                Ok(p) => self.below_allocation_facts[p] = fact,
+                Err(p) => {
+                    self.below_allocation.insert(p, i);
+                    self.below_allocation_facts.insert(p, fact);
+                }
+            }
+        } else {
+            self.drop_below(i);
+        }
+        Ok(())
+    }
+
+    /// Attained service moves on with time, and nothing derives from it.
+    pub fn set_attained_service(&mut self, i: ContainerIdx, ms: u64) -> Result<(), ViewError> {
+        match self.containers.get_mut(i.get()) {
+            Some(c) => {
+                c.attained_service_ms = ms;
+                Ok(())
+            }
+            None => Err(ViewError::NotInView {
+                what: "container",
+                index: i.0,
+            }),
+        }
+    }
+
+    /// What the RM advertises for a node, and its partition.
+    pub fn set_node(
+        &mut self,
+        i: NodeIdx,
+        advertised: Resource,
+        partition: Partition,
+    ) -> Result<(), ViewError> {
+        match self.nodes.get_mut(i.get()) {
+            Some(n) => {
+                n.advertised = advertised;
+                n.partition = partition;
+                Ok(())
+            }
+            None => Err(ViewError::NotInView {
+                what: "node",
+                index: i.0,
+            }),
+        }
+    }
+
+    /// Whether every derived field agrees with what [`ClusterView::new`] derives from
+    /// the same queues, applications, nodes and containers, lists compared as sets
+    /// (for debug assertions and tests).
+    pub fn derived_agree(&self) -> bool {
+        let Ok(fresh) = ClusterView::new(
+            self.queues.clone(),
+            self.apps.clone(),
+            self.nodes.clone(),
+            self.containers.clone(),
+        ) else {
+            return false;
+        };
+        let sorted = |v: &[ContainerIdx]| {
+            let mut v = v.to_vec();
+            v.sort_unstable();
+            v
+        };
+        let lists_agree = |a: &[ContainerIdx], b: &[ContainerIdx], at: &[u32]| {
+            sorted(a) == sorted(b)
+                && a.iter()
+                    .enumerate()
+                    .all(|(p, c)| at.get(c.get()) == Some(&(p as u32)))
+        };
+        let apps_agree = self
+            .apps
+            .iter()
+            .zip(&fresh.apps)
+            .enumerate()
+            .all(|(i, (a, b))| {
+                lists_agree(&a.containers, &b.containers, &self.at_app)
+                    && self.app_index.get(&a.id) == Some(&(i as u32))
+                    && (!self.oldest_first[i] || fresh.oldest_first[i] || sorted_by_age(self, a))
+            });
+        let nodes_agree = self.nodes.iter().zip(&fresh.nodes).all(|(a, b)| {
+            a.used == b.used && lists_agree(&a.containers, &b.containers, &self.at_node)
+        });
+        let queues_agree =
+            self.queues.iter().zip(&fresh.queues).all(|(a, b)| {
+                a.used == b.used && a.pending == b.pending && a.children == b.children
+            });
+        let indexed = self
+            .containers
+            .iter()
+            .enumerate()
+            .all(|(i, c)| self.container_by_id(&c.id) == Some(ContainerIdx(i as u32)));
+        apps_agree
+            && nodes_agree
+            && queues_agree
+            && indexed
+            && self.container_index.0.len() == self.containers.len()
+            && self.app_index.len() == self.apps.len()
+            && self.app_used == fresh.app_used
+            && self.below_allocation == fresh.below_allocation
+            && self.below_allocation_facts == fresh.below_allocation_facts
+            && self.capacity == fresh.capacity
+    }
+
+    /// Count a live container's allocation on its node, application and queues, or
+    /// stop counting it.
+    fn hold(&mut self, c: &Container, on: bool) {
+        let queue = self.apps[c.app.get()].queue;
+        let node = &mut self.nodes[c.node.get()].used;
+        let app = &mut self.app_used[c.app.get()];
+        if on {
+            *node += c.allocated;
+            *app += c.allocated;
+            self.roll_up(queue, c.allocated, Resource::ZERO);
+        } else {
+            *node -= c.allocated;
+            *app -= c.allocated;
+            self.unroll(queue, c.allocated, Resource::ZERO);
+        }
+    }
+
+    /// Add usage and demand to a queue and its ancestors.
+    fn roll_up(&mut self, q: QueueIdx, used: Resource, pending: Resource) {
+        let mut at = Some(q);
+        while let Some(i) = at {
+            let x = &mut self.queues[i.get()];
+            x.used += used;
+            x.pending += pending;
+            at = x.parent;
+        }
+    }
+
+    /// Take usage and demand off a queue and its ancestors.
+    fn unroll(&mut self, q: QueueIdx, used: Resource, pending: Resource) {
+        let mut at = Some(q);
+        while let Some(i) = at {
+            let x = &mut self.queues[i.get()];
+            x.used -= used;
+            x.pending -= pending;
+            at = x.parent;
+        }
+    }
+
+    fn drop_below(&mut self, i: ContainerIdx) {
+        if let Ok(p) = self.below_allocation.binary_search(&i) {
+            self.below_allocation.remove(p);
+            self.below_allocation_facts.remove(p);
+        }
+    }
+}
+
+fn below(i: ContainerIdx, c: &Container) -> BelowAllocation {
+    BelowAllocation {
+        container: i,
+        app: c.app,
+        node: c.node,
+        allocated: c.allocated,
+        current: c.current,
+        state: c.state,
+        swapping: c.swapping,
+    }
+}
+
+fn sorted_by_age(view: &ClusterView, a: &App) -> bool {
+    a.containers.windows(2).all(|w| {
+        let (p, c) = (view.container(w[0]), view.container(w[1]));
+        (p.started_ms, p.id) <= (c.started_ms, c.id)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::{ApplicationAttemptId, ApplicationId, ContainerId, Node, NodeId, Queue};
+
+    fn queue(path: &str, parent: Option<u32>) -> Queue {
+        Queue {
+            path: path.into(),
+            parent: parent.map(QueueIdx),
+            children: vec![],
+            guaranteed: Resource::ZERO,
+            maximum: Resource::ZERO,
+            preemption_disabled: false,
+            job_class: None,
+            policy: None,
+            used: Resource::ZERO,
+            pending: Resource::ZERO,
+        }
+    }
+
+    fn app(id: u32, q: u32, pending: u32) -> App {
+        App {
+            id: ApplicationId::new(1, id),
+            name: String::new(),
+            queue: QueueIdx(q),
+            user: String::new(),
+            application_type: "MAPREDUCE".into(),
+            tags: vec![],
+            class: crate::cluster::JobClass::Long,
+            submitted_ms: 0,
+            progress: 0.0,
+            requests: vec![ResourceRequest {
+                capability: Resource::new(1024, 1),
+                num_containers: pending,
+            }],
+            pending_since_ms: None,
+            containers: vec![],
+        }
+    }
+
+    fn container(app_id: u32, app: u32, n: u64, node: u32, started_ms: Millis) -> Container {
+        Container {
+            id: ContainerId::new(
+                ApplicationAttemptId::new(ApplicationId::new(1, app_id), 1),
+                0,
+                n,
+            ),
+            app: AppIdx(app),
+            node: NodeIdx(node),
+            allocated: Resource::new(2048, 2),
+            current: Limits::from(Resource::new(2048, 2)),
+            state: ContainerState::Running,
+            is_am: false,
+            requested_ms: None,
+            started_ms,
+            attained_service_ms: 0,
+            swapping: false,
+            managed: true,
+        }
+    }
+
+    fn empty_view() -> ClusterView {
+        let node = |name: &str| Node {
+            id: NodeId::new(name),
+            capacity: Resource::new(8192, 8),
+            advertised: Resource::new(8192, 8),
+            partition: Partition::General,
+            used: Resource::ZERO,
+            containers: vec![],
+        };
+        ClusterView::new(
+            vec![
+                queue("root", None),
+                queue("root.a", Some(0)),
+                queue("root.b", Some(0)),
+            ],
+            vec![],
+            vec![node("n1:8041"), node("n2:8041")],
+            vec![],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn patched_view_keeps_usage_lists_and_index_as_a_rebuild_would() {
+        let mut v = empty_view();
+        let a = v.add_app(app(1, 1, 3)).unwrap();
+        let b = v.add_app(app(2, 2, 0)).unwrap();
+        assert_eq!(v.queues[1].pending, Resource::new(3072, 3));
+        assert_eq!(v.queues[0].pending, Resource::new(3072, 3));
+        let c0 = v.add_container(container(1, a.0, 2, 0, 10)).unwrap();
+        let c1 = v.add_container(container(1, a.0, 3, 1, 20)).unwrap();
+        let c2 = v.add_container(container(2, b.0, 2, 1, 30)).unwrap();
+        assert!(v.derived_agree());
+        assert_eq!(v.queues[1].used, Resource::new(4096, 4));
+        assert_eq!(v.queues[0].used, Resource::new(6144, 6));
+        assert_eq!(v.nodes[1].used, Resource::new(4096, 4));
+        assert!(v.containers_oldest_first(a));
+
+        v.set_container_limits(c2, Limits::MIN_FOOTPRINT, ContainerState::Suspended, true)
+            .unwrap();
+        v.set_container_limits(c1, Limits::MIN_FOOTPRINT, ContainerState::Suspended, false)
+            .unwrap();
+        assert_eq!(v.below_allocation(), &[c1, c2]);
+        assert!(v.below_allocation_facts()[1].swapping);
+        // Killed: listed, but no longer counted, and no longer below its allocation.
+        v.set_container_limits(c1, Limits::MIN_FOOTPRINT, ContainerState::Killed, false)
+            .unwrap();
+        assert_eq!(v.below_allocation(), &[c2]);
+        assert_eq!(v.queues[1].used, Resource::new(2048, 2));
+        assert!(v.derived_agree());
+
+        // Removing the first container moves the last (suspended, app b) into index 0.
+        let gone = v.remove_container(c0).unwrap();
+        assert_eq!(gone.started_ms, 10);
+        let moved = v.containers[0].id;
+        assert_eq!(v.container_by_id(&moved), Some(ContainerIdx(0)));
+        assert_eq!(v.below_allocation(), &[ContainerIdx(0)]);
+        assert_eq!(v.below_allocation_facts()[0].container, ContainerIdx(0));
+        assert_eq!(v.container_by_id(&gone.id), None);
+        assert!(v.derived_agree());
+
+        // Moving an application to another queue moves its usage and demand.
+        let r = [ResourceRequest {
+            capability: Resource::new(1024, 1),
+            num_containers: 1,
+        }];
+        v.set_app_demand(b, QueueIdx(1), 0.5, &r, Some(5)).unwrap();
+        assert_eq!(v.queues[2].used, Resource::ZERO);
+        assert_eq!(v.queues[1].used, Resource::new(2048, 2));
+        assert_eq!(v.queues[1].pending, Resource::new(4096, 4));
+        assert!(v.derived_agree());
+
+        // Application a empties and goes; b moves into its index.
+        let killed = v.container_by_id(&container(1, 0, 3, 1, 20).id).unwrap();
+        v.remove_container(killed).unwrap();
+        v.remove_app(a).unwrap();
+        assert_eq!(v.apps.len(), 1);
+        assert_eq!(v.apps[0].id, ApplicationId::new(1, 2));
+        assert_eq!(v.containers[0].app, AppIdx(0));
+        assert_eq!(v.below_allocation_facts()[0].app, AppIdx(0));
+        assert_eq!(v.queues[1].pending, Resource::new(1024, 1));
+        assert!(v.derived_agree());
+    }
+
+    #[test]
+    fn bad_changes_are_refused_and_change_nothing() {
+        let mut v = empty_view();
+        assert!(matches!(
+            v.add_app(app(1, 7, 0)),
+            Err(ViewError::BadAppQueue { queue: 7, .. })
+        ));
+        let a = v.add_app(app(1, 1, 2)).unwrap();
+        assert!(matches!(
+            v.add_app(app(1, 2, 0)),
+            Err(ViewError::Duplicate { .. })
+        ));
+        assert!(matches!(
+            v.add_container(container(1, 0, 2, 5, 0)),
+            Err(ViewError::BadContainerRef { what: "node", .. })
+        ));
+        assert!(matches!(
+            v.add_container(container(1, 3, 2, 0, 0)),
+            Err(ViewError::BadContainerRef {
+                what: "application",
+                ..
+            })
+        ));
+        let c = v.add_container(container(1, 0, 2, 0, 0)).unwrap();
+        assert!(matches!(
+            v.add_container(container(1, 0, 2, 1, 0)),
+            Err(ViewError::Duplicate { .. })
+        ));
+        assert!(matches!(
+            v.remove_app(a),
+            Err(ViewError::AppNotEmpty { containers: 1, .. })
+        ));
+        assert!(matches!(
+            v.set_app_demand(a, QueueIdx(9), 1.0, &[], None),
+            Err(ViewError::BadAppQueue { queue: 9, .. })
+        ));
+        assert!(matches!(
+            v.remove_container(ContainerIdx(4)),
+            Err(ViewError::NotInView { .. })
+        ));
+        assert!(v.set_attained_service(ContainerIdx(4), 1).is_err());
+        assert!(
+            v.set_node(NodeIdx(2), Resource::ZERO, Partition::Short)
+                .is_err()
+        );
+        assert_eq!(v.apps[0].requests[0].num_containers, 2);
+        assert_eq!(v.apps[0].queue, QueueIdx(1));
+        assert_eq!(v.containers.len(), 1);
+        assert_eq!(v.container_by_id(&v.containers[0].id), Some(c));
+        assert!(v.derived_agree());
+    }
+
+    /// Many random changes, each followed by a comparison with a rebuild.
+    #[test]
+    fn random_changes_agree_with_a_rebuild() {
+        let mut v = empty_view();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n.max(1)
+        };
+        let mut apps_made = 0;
+        let mut numbers = 0;
+        for _ in 0..2000 {
+            match next(7) {
+                0 => {
+                    apps_made += 1;
+                    let q = 1 + next(2) as u32;
+                    v.add_app(app(apps_made, q, next(4) as u32)).unwrap();
+                }
+                1 | 2 if !v.apps.is_empty() => {
+                    let a = next(v.apps.len() as u64) as u32;
+                    numbers += 1;
+                    let id = v.apps[a as usize].id.id;
+                    let c = container(id, a, numbers, next(2) as u32, next(100));
+                    v.add_container(c).unwrap();
+                }
+                3 if !v.containers.is_empty() => {
+                    let c = ContainerIdx(next(v.containers.len() as u64) as u32);
+                    let state = [
+                        ContainerState::Running,
+                        ContainerState::Suspended,
+                        ContainerState::Shrunk,
+                        ContainerState::Killed,
+                    ][next(4) as usize];
+                    let swapping = next(2) == 0;
+                    v.set_container_limits(c, Limits::MIN_FOOTPRINT, state, swapping)
+                        .unwrap();
+                }
+                4 if !v.containers.is_empty() => {
+                    let c = ContainerIdx(next(v.containers.len() as u64) as u32);
+                    v.remove_container(c).unwrap();
+                }
+                5 if !v.apps.is_empty() => {
+                    let a = AppIdx(next(v.apps.len() as u64) as u32);
+                    if v.apps[a.get()].containers.is_empty() {
+                        v.remove_app(a).unwrap();
+                    } else {
+                        assert!(v.remove_app(a).is_err());
+                    }
+                }
+                6 if !v.apps.is_empty() => {
+                    let a = AppIdx(next(v.apps.len() as u64) as u32);
+                    let r = [ResourceRequest {
+                        capability: Resource::new(512, 1),
+                        num_containers: next(5) as u32,
+                    }];
+                    v.set_app_demand(a, QueueIdx(1 + next(2) as u32), 0.3, &r, None)
+                        .unwrap();
+                }
+                _ => {}
+            }
+            assert!(v.derived_agree());
+        }
+        assert!(v.containers.len() > 10, "the walk should leave containers");
+    }
+}
