@@ -4,13 +4,14 @@
 //! runs in the simulator" means everything policy-specific goes through this file.
 
 use crate::cluster::{
-    App, AppIdx, ApplicationAttemptId, ApplicationId, ClusterView, Container, ContainerId, Millis,
-    Node, NodeId, NodeIdx, Partition, PolicyKind, Queue, QueueIdx, ResourceRequest, ViewError,
+    App, AppIdx, ApplicationAttemptId, ApplicationId, ClusterView, Container, ContainerId,
+    ContainerIdx, IdMap, Millis, Node, NodeId, NodeIdx, Partition, PolicyKind, Queue, QueueIdx,
+    ResourceRequest, ViewError,
 };
 use crate::config::settings::PolicySettings;
 use crate::policy::{self, ActionKind, PolicyState};
 use crate::resources::{Limits, Resource};
-use crate::sim::engine::{Core, NONE, Phase};
+use crate::sim::engine::{Container as SimContainer, Core, NONE, Phase};
 use crate::sim::sched::central::Leaf;
 use crate::sim::workload::{MICROS_PER_MILLI, Time};
 
@@ -110,46 +111,60 @@ impl PolicyBridge {
     }
 }
 
-/// Builds [`ClusterView`]s of the simulated cluster and maps the policy's ids back.
+/// Keeps a [`ClusterView`] of the simulated cluster and maps the policy's ids back.
 ///
-/// A view is built from scratch every tick (the policy reads a whole cluster, as in the
-/// controller), but into buffers kept from the last view ([`ViewBuilder::recycle`]):
-/// node ids, queue paths, applications' strings and request lists are written once and
-/// reused, so a tick allocates next to nothing on thousands of nodes.
+/// The policy reads a whole cluster every tick, as in the controller, but between two
+/// ticks only a few of thousands of containers change. So the view is built once and
+/// then patched ([`ClusterView::add_container`] and its kin): the containers the engine
+/// lists as changed ([`Core::track_changes`]) are added, updated or removed, attained
+/// service is brought up to now, and the applications' demand is refreshed. A tick
+/// costs O(changes + containers + applications + nodes) of plain writes, not a rebuild
+/// and re-index of every container. Debug builds compare every patched view with one
+/// built anew.
 pub(crate) struct ViewBuilder {
     node_count: usize,
-    /// Nodes of the last view, ids made once; each tick rewrites what changes.
-    nodes: Vec<Node>,
-    /// Root and leaves, paths made once.
-    queues: Vec<Queue>,
-    /// Applications of the last view, and spare ones whose buffers wait for reuse.
-    apps: Vec<App>,
-    spare_apps: Vec<App>,
-    view_containers: Vec<Container>,
-    /// View container index -> simulator container, for the last view built.
-    containers: Vec<u32>,
-    /// Job -> view application index (u32::MAX when absent) for the current view.
+    view: Option<ClusterView>,
+    /// View container index -> simulator slot.
+    slots: Vec<u32>,
+    /// Simulator slot -> view container index (`ABSENT` when not in the view).
+    at_slot: Vec<u32>,
+    /// Job -> view application index (`ABSENT` when not in the view), and back.
     app_of: Vec<u32>,
+    job_of: Vec<u32>,
+    /// Per job, the last update that found it in a leaf's queue.
+    queued_at: Vec<u64>,
+    updates: u64,
+    changed: Vec<u32>,
+    requests: Vec<ResourceRequest>,
 }
+
+const ABSENT: u32 = u32::MAX;
 
 impl ViewBuilder {
     pub fn new(nodes: usize) -> ViewBuilder {
         ViewBuilder {
             node_count: nodes,
-            nodes: Vec::new(),
-            queues: Vec::new(),
-            apps: Vec::new(),
-            spare_apps: Vec::new(),
-            view_containers: Vec::new(),
-            containers: Vec::new(),
+            view: None,
+            slots: Vec::new(),
+            at_slot: Vec::new(),
             app_of: Vec::new(),
+            job_of: Vec::new(),
+            queued_at: Vec::new(),
+            updates: 0,
+            changed: Vec::new(),
+            requests: Vec::new(),
         }
     }
 
-    /// The simulator container behind a container id of the last view.
+    /// The view as of the last [`ViewBuilder::update`].
+    pub fn view(&self) -> Option<&ClusterView> {
+        self.view.as_ref()
+    }
+
+    /// The simulator container behind a container id of the view.
     pub fn container(&self, view: &ClusterView, id: &ContainerId) -> Option<u32> {
         view.container_by_id(id)
-            .and_then(|i| self.containers.get(i.get()).copied())
+            .and_then(|i| self.slots.get(i.get()).copied())
     }
 
     pub fn node(&self, id: &NodeId) -> Option<u32> {
@@ -162,188 +177,423 @@ impl ViewBuilder {
         ((n as usize) < self.node_count).then_some(n)
     }
 
-    /// Take the buffers of a view built here back for the next one.
-    pub fn recycle(&mut self, view: ClusterView) {
-        let ClusterView {
-            queues,
-            apps,
-            nodes,
-            containers,
-            ..
-        } = view;
-        self.queues = queues;
-        self.apps = apps;
-        self.view_containers = containers;
-        self.nodes = nodes;
-    }
-
-    pub fn build<M: Copy + std::fmt::Debug>(
+    /// Bring the view up to the simulator's state now. The first call builds it and
+    /// asks the engine to list changes from then on.
+    pub fn update<M: Copy + std::fmt::Debug>(
         &mut self,
         core: &mut Core<'_, M>,
         leaves: &[Leaf],
         advertised: &[Resource],
-    ) -> Result<ClusterView, ViewError> {
-        let cluster = core
-            .nodes
-            .iter()
-            .fold(Resource::ZERO, |a, n| a + n.capacity);
-        if self.queues.len() != leaves.len() + 1 {
-            self.queues = std::iter::once("root".to_string())
-                .chain(leaves.iter().map(|l| format!("root.{}", l.spec.name)))
-                .map(|path| Queue {
-                    path,
-                    parent: None,
-                    children: vec![],
-                    guaranteed: Resource::ZERO,
-                    maximum: Resource::ZERO,
-                    preemption_disabled: false,
-                    job_class: None,
-                    policy: None,
-                    used: Resource::ZERO,
-                    pending: Resource::ZERO,
-                })
-                .collect();
-        }
-        self.queues[0].guaranteed = cluster;
-        self.queues[0].maximum = cluster;
-        for (q, l) in self.queues[1..].iter_mut().zip(leaves) {
-            q.parent = Some(QueueIdx(0));
-            q.guaranteed = l.guaranteed;
-            q.maximum = l.maximum;
-            q.job_class = l.spec.class;
-        }
-        // Bring attained service up to now before reading it; the live containers, in
-        // slab order, are the view's containers.
-        self.containers.clear();
-        core.advance_live(&mut self.containers);
-        self.app_of.clear();
-        self.app_of.resize(core.jobs.len(), u32::MAX);
-        let mut apps = std::mem::take(&mut self.apps);
-        self.spare_apps.append(&mut apps);
-        for (leaf_idx, l) in leaves.iter().enumerate() {
-            for &j in &l.apps {
-                self.add_app(core, j, leaf_idx, &mut apps);
+    ) -> Result<(), ViewError> {
+        let mut view = match self.view.take() {
+            Some(v) => {
+                core.take_changed(&mut self.changed);
+                v
             }
-        }
-        let mut nodes = std::mem::take(&mut self.nodes);
-        if nodes.len() != core.nodes.len() {
-            nodes = (0..core.nodes.len()).map(new_node).collect();
-        }
-        for (n, node) in nodes.iter_mut().enumerate() {
-            node.capacity = core.nodes[n].capacity;
-            node.advertised = advertised[n];
-            node.partition = core.nodes[n].partition;
-        }
-        let mut containers = std::mem::take(&mut self.view_containers);
-        containers.clear();
-        for i in 0..self.containers.len() {
-            let k = core.container(self.containers[i]);
-            let spec = core.wl.jobs[k.job as usize];
-            // Jobs with running containers but nothing pending are out of the queues.
-            if self.app_of[k.job as usize] == u32::MAX {
-                let q = leaves
-                    .iter()
-                    .position(|l| l.spec.class == Some(spec.class))
-                    .unwrap_or(0);
-                self.add_app(core, k.job, q, &mut apps);
-            }
-            let local = k.task - spec.first_task;
-            let number = 2 + local as u64 + k.attempts as u64 * spec.num_tasks as u64;
-            containers.push(Container {
-                id: ContainerId::new(ApplicationAttemptId::new(app_id(k.job), 1), 0, number),
-                app: AppIdx(self.app_of[k.job as usize]),
-                node: NodeIdx(k.node),
-                allocated: k.allocated,
-                current: k.current,
-                state: k.state,
-                is_am: false,
-                requested_ms: Some(millis(k.requested)),
-                started_ms: millis(k.started),
-                attained_service_ms: (k.attained * k.allocated.vcores.max(1) as f64
-                    / MICROS_PER_MILLI as f64) as u64,
-                swapping: k.phase == Phase::Steady
-                    && core.cfg.costs.swapping(k.allocated, k.current),
-                managed: true,
-            });
-        }
-        let queues = std::mem::take(&mut self.queues);
-        ClusterView::new(queues, apps, nodes, containers)
+            None => self.start(core, leaves)?,
+        };
+        // On error the view is dropped and the next update starts over.
+        self.patch(&mut view, core, leaves, advertised)?;
+        debug_assert!(
+            view.derived_agree(),
+            "a patched view's derived fields disagree with a rebuild"
+        );
+        debug_assert!(
+            fresh_view(core, leaves, advertised).is_ok_and(|f| same_cluster(&view, &f)),
+            "a patched view differs from one built anew"
+        );
+        self.view = Some(view);
+        Ok(())
     }
 
-    fn add_app<M: Copy + std::fmt::Debug>(
+    /// An empty view of the queues and nodes; every live container is listed as
+    /// changed, and the engine lists changes from now on.
+    fn start<M: Copy + std::fmt::Debug>(
         &mut self,
+        core: &mut Core<'_, M>,
+        leaves: &[Leaf],
+    ) -> Result<ClusterView, ViewError> {
+        core.track_changes();
+        self.slots.clear();
+        self.at_slot.clear();
+        self.job_of.clear();
+        self.app_of = vec![ABSENT; core.jobs.len()];
+        self.queued_at = vec![0; core.jobs.len()];
+        self.changed.clear();
+        self.changed.extend(core.containers().map(|(i, _)| i));
+        let nodes = (0..core.nodes.len())
+            .map(|n| Node {
+                capacity: core.nodes[n].capacity,
+                advertised: core.nodes[n].capacity,
+                ..new_node(n)
+            })
+            .collect();
+        ClusterView::new(sim_queues(core, leaves), vec![], nodes, vec![])
+    }
+
+    fn patch<M: Copy + std::fmt::Debug>(
+        &mut self,
+        view: &mut ClusterView,
+        core: &mut Core<'_, M>,
+        leaves: &[Leaf],
+        advertised: &[Resource],
+    ) -> Result<(), ViewError> {
+        for (n, &adv) in advertised.iter().enumerate().take(view.nodes.len()) {
+            let part = core.nodes[n].partition;
+            let v = &view.nodes[n];
+            if v.advertised != adv || v.partition != part {
+                view.set_node(NodeIdx(n as u32), adv, part)?;
+            }
+        }
+        let changed = std::mem::take(&mut self.changed);
+        let result = self.patch_containers(view, core, leaves, &changed);
+        self.changed = changed;
+        self.changed.clear();
+        result?;
+        for (i, &s) in self.slots.iter().enumerate() {
+            core.advance(s);
+            view.set_attained_service(ContainerIdx(i as u32), attained_ms(core.container(s)))?;
+        }
+        self.updates += 1;
+        for (leaf, l) in leaves.iter().enumerate() {
+            for &j in &l.apps {
+                self.queued_at[j as usize] = self.updates;
+                let a = self.app(view, core, j, leaf)?;
+                self.set_demand(view, core, j, a, leaf)?;
+            }
+        }
+        // Backwards, so that an application moved into a removed one's index has been
+        // seen already.
+        for a in (0..view.apps.len()).rev() {
+            let j = self.job_of[a];
+            if self.queued_at[j as usize] == self.updates {
+                continue;
+            }
+            if view.apps[a].containers.is_empty() {
+                view.remove_app(AppIdx(a as u32))?;
+                self.job_of.swap_remove(a);
+                self.app_of[j as usize] = ABSENT;
+                if let Some(&m) = self.job_of.get(a) {
+                    self.app_of[m as usize] = a as u32;
+                }
+            } else {
+                // Jobs with containers but nothing pending are out of the queues.
+                let leaf = class_leaf(core, leaves, j);
+                self.set_demand(view, core, j, AppIdx(a as u32), leaf)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn patch_containers<M: Copy + std::fmt::Debug>(
+        &mut self,
+        view: &mut ClusterView,
+        core: &Core<'_, M>,
+        leaves: &[Leaf],
+        changed: &[u32],
+    ) -> Result<(), ViewError> {
+        for &s in changed {
+            if self.at_slot.len() <= s as usize {
+                self.at_slot.resize(s as usize + 1, ABSENT);
+            }
+            let k = core.container(s);
+            let id = k.is_live().then(|| container_id(core, k));
+            let at = self.at_slot[s as usize];
+            if at != ABSENT {
+                let i = ContainerIdx(at);
+                if Some(view.container(i).id) == id {
+                    view.set_container_limits(i, k.current, k.state, swapping(core, k))?;
+                    continue;
+                }
+                // Gone, or its slot reused by another container.
+                view.remove_container(i)?;
+                self.slots.swap_remove(at as usize);
+                self.at_slot[s as usize] = ABSENT;
+                if let Some(&m) = self.slots.get(at as usize) {
+                    self.at_slot[m as usize] = at;
+                }
+            }
+            if let Some(id) = id {
+                let leaf = class_leaf(core, leaves, k.job);
+                let app = self.app(view, core, k.job, leaf)?;
+                let i = view.add_container(sim_container(core, k, id, app))?;
+                self.slots.push(s);
+                self.at_slot[s as usize] = i.0;
+            }
+        }
+        Ok(())
+    }
+
+    /// `job`'s application, added to the view in `leaf` if it is not there.
+    fn app<M: Copy + std::fmt::Debug>(
+        &mut self,
+        view: &mut ClusterView,
         core: &Core<'_, M>,
         job: u32,
         leaf: usize,
-        apps: &mut Vec<App>,
-    ) {
-        if self.app_of[job as usize] != u32::MAX {
-            return;
+    ) -> Result<AppIdx, ViewError> {
+        if self.app_of[job as usize] != ABSENT {
+            return Ok(AppIdx(self.app_of[job as usize]));
         }
-        let spec = core.wl.jobs[job as usize];
-        let run = &core.jobs[job as usize];
-        let mut app = self.spare_apps.pop().unwrap_or_else(|| App {
-            id: app_id(job),
-            // Names and users mean nothing to the policies here.
-            name: String::new(),
-            queue: QueueIdx(0),
-            user: String::new(),
-            application_type: String::new(),
-            tags: vec![],
-            class: spec.class,
-            submitted_ms: 0,
-            progress: 0.0,
-            requests: vec![],
-            pending_since_ms: None,
-            containers: vec![],
-        });
-        // Outstanding requests grouped by container size, in order of first request.
-        let requests = &mut app.requests;
-        requests.clear();
-        let mut add =
-            |shape: Resource, n: u32| match requests.iter_mut().find(|r| r.capability == shape) {
-                Some(r) => r.num_containers += n,
-                None => requests.push(ResourceRequest {
-                    capability: shape,
-                    num_containers: n,
-                }),
-            };
-        let mut oldest: Time = NONE;
-        if !run.failed {
-            let (from, to) = (spec.first_task + run.next, spec.first_task + spec.num_tasks);
-            if from < to {
-                oldest = spec.arrival;
-                if core.wl.task_shape.is_empty() {
-                    // Every task has the same shape: one request for all.
-                    add(core.wl.shape(from as usize), to - from);
-                } else {
-                    for t in from..to {
-                        add(core.wl.shape(t as usize), 1);
-                    }
+        let a = view.add_app(sim_app(core, job, leaf))?;
+        self.app_of[job as usize] = a.0;
+        self.job_of.push(job);
+        Ok(a)
+    }
+
+    fn set_demand<M: Copy + std::fmt::Debug>(
+        &mut self,
+        view: &mut ClusterView,
+        core: &Core<'_, M>,
+        job: u32,
+        app: AppIdx,
+        leaf: usize,
+    ) -> Result<(), ViewError> {
+        let (progress, since) = demand(core, job, &mut self.requests);
+        view.set_app_demand(
+            app,
+            QueueIdx(leaf as u32 + 1),
+            progress,
+            &self.requests,
+            since,
+        )
+    }
+}
+
+/// Root and one queue per leaf, as the RM would report them.
+fn sim_queues<M: Copy + std::fmt::Debug>(core: &Core<'_, M>, leaves: &[Leaf]) -> Vec<Queue> {
+    let cluster = core
+        .nodes
+        .iter()
+        .fold(Resource::ZERO, |a, n| a + n.capacity);
+    let queue = |path: String, parent, guaranteed, maximum, job_class| Queue {
+        path,
+        parent,
+        children: vec![],
+        guaranteed,
+        maximum,
+        preemption_disabled: false,
+        job_class,
+        policy: None,
+        used: Resource::ZERO,
+        pending: Resource::ZERO,
+    };
+    std::iter::once(queue("root".into(), None, cluster, cluster, None))
+        .chain(leaves.iter().map(|l| {
+            queue(
+                format!("root.{}", l.spec.name),
+                Some(QueueIdx(0)),
+                l.guaranteed,
+                l.maximum,
+                l.spec.class,
+            )
+        }))
+        .collect()
+}
+
+/// The leaf a job out of the queues counts against: its class' leaf, else the first.
+fn class_leaf<M: Copy + std::fmt::Debug>(core: &Core<'_, M>, leaves: &[Leaf], job: u32) -> usize {
+    let class = core.wl.jobs[job as usize].class;
+    leaves
+        .iter()
+        .position(|l| l.spec.class == Some(class))
+        .unwrap_or(0)
+}
+
+/// A job's application as the RM reports it, with no demand yet.
+fn sim_app<M: Copy + std::fmt::Debug>(core: &Core<'_, M>, job: u32, leaf: usize) -> App {
+    let spec = core.wl.jobs[job as usize];
+    App {
+        id: app_id(job),
+        // Names and users mean nothing to the policies here.
+        name: String::new(),
+        queue: QueueIdx(leaf as u32 + 1),
+        user: String::new(),
+        application_type: spec.kind.application_type().to_string(),
+        tags: vec![],
+        class: spec.class,
+        submitted_ms: millis(spec.arrival),
+        progress: 0.0,
+        requests: vec![],
+        pending_since_ms: None,
+        containers: vec![],
+    }
+}
+
+/// A job's outstanding requests, grouped by container size in order of first request,
+/// into `requests`; its progress, and when its oldest request was made.
+fn demand<M: Copy + std::fmt::Debug>(
+    core: &Core<'_, M>,
+    job: u32,
+    requests: &mut Vec<ResourceRequest>,
+) -> (f64, Option<Millis>) {
+    let spec = core.wl.jobs[job as usize];
+    let run = &core.jobs[job as usize];
+    requests.clear();
+    let mut add =
+        |shape: Resource, n: u32| match requests.iter_mut().find(|r| r.capability == shape) {
+            Some(r) => r.num_containers += n,
+            None => requests.push(ResourceRequest {
+                capability: shape,
+                num_containers: n,
+            }),
+        };
+    let mut oldest: Time = NONE;
+    if !run.failed {
+        let (from, to) = (spec.first_task + run.next, spec.first_task + spec.num_tasks);
+        if from < to {
+            oldest = spec.arrival;
+            if core.wl.task_shape.is_empty() {
+                // Every task has the same shape: one request for all.
+                add(core.wl.shape(from as usize), to - from);
+            } else {
+                for t in from..to {
+                    add(core.wl.shape(t as usize), 1);
                 }
             }
-            for &(t, _, at) in &run.retry {
-                add(core.wl.shape(t as usize), 1);
-                oldest = oldest.min(at);
-            }
         }
-        let app_type = spec.kind.application_type();
-        if app.application_type != app_type {
-            app.application_type.clear();
-            app.application_type.push_str(app_type);
+        for &(t, _, at) in &run.retry {
+            add(core.wl.shape(t as usize), 1);
+            oldest = oldest.min(at);
         }
-        app.id = app_id(job);
-        app.name.clear();
-        app.user.clear();
-        app.tags.clear();
-        app.queue = QueueIdx(leaf as u32 + 1);
-        app.class = spec.class;
-        app.submitted_ms = millis(spec.arrival);
-        app.progress = run.done as f64 / spec.num_tasks.max(1) as f64;
-        app.pending_since_ms = (oldest != NONE).then(|| millis(oldest));
-        self.app_of[job as usize] = apps.len() as u32;
-        apps.push(app);
     }
+    let progress = run.done as f64 / spec.num_tasks.max(1) as f64;
+    (progress, (oldest != NONE).then(|| millis(oldest)))
+}
+
+/// The id YARN would give a container: 2 + task offset + attempts x tasks.
+fn container_id<M: Copy + std::fmt::Debug>(core: &Core<'_, M>, k: &SimContainer) -> ContainerId {
+    let spec = core.wl.jobs[k.job as usize];
+    let local = k.task - spec.first_task;
+    let number = 2 + local as u64 + k.attempts as u64 * spec.num_tasks as u64;
+    ContainerId::new(ApplicationAttemptId::new(app_id(k.job), 1), 0, number)
+}
+
+fn swapping<M: Copy + std::fmt::Debug>(core: &Core<'_, M>, k: &SimContainer) -> bool {
+    k.phase == Phase::Steady && core.cfg.costs.swapping(k.allocated, k.current)
+}
+
+/// Attained service in vcore-milliseconds, as the agents report CPU time.
+fn attained_ms(k: &SimContainer) -> u64 {
+    (k.attained * k.allocated.vcores.max(1) as f64 / MICROS_PER_MILLI as f64) as u64
+}
+
+fn sim_container<M: Copy + std::fmt::Debug>(
+    core: &Core<'_, M>,
+    k: &SimContainer,
+    id: ContainerId,
+    app: AppIdx,
+) -> Container {
+    Container {
+        id,
+        app,
+        node: NodeIdx(k.node),
+        allocated: k.allocated,
+        current: k.current,
+        state: k.state,
+        is_am: false,
+        requested_ms: Some(millis(k.requested)),
+        started_ms: millis(k.started),
+        attained_service_ms: attained_ms(k),
+        swapping: swapping(core, k),
+        managed: true,
+    }
+}
+
+/// A view built anew from the simulator's state, as [`ViewBuilder::update`] keeps one
+/// (for debug assertions: attained service must already be brought up to now).
+fn fresh_view<M: Copy + std::fmt::Debug>(
+    core: &Core<'_, M>,
+    leaves: &[Leaf],
+    advertised: &[Resource],
+) -> Result<ClusterView, ViewError> {
+    let mut apps: Vec<App> = Vec::new();
+    let mut app_of: IdMap<u32, u32> = IdMap::default();
+    let mut add = |apps: &mut Vec<App>, job: u32, leaf: usize| {
+        if let Some(&a) = app_of.get(&job) {
+            return a;
+        }
+        let mut app = sim_app(core, job, leaf);
+        let (progress, since) = demand(core, job, &mut app.requests);
+        app.progress = progress;
+        app.pending_since_ms = since;
+        app_of.insert(job, apps.len() as u32);
+        apps.push(app);
+        apps.len() as u32 - 1
+    };
+    for (leaf, l) in leaves.iter().enumerate() {
+        for &j in &l.apps {
+            add(&mut apps, j, leaf);
+        }
+    }
+    let mut containers = Vec::new();
+    for (_, k) in core.containers() {
+        let a = add(&mut apps, k.job, class_leaf(core, leaves, k.job));
+        containers.push(sim_container(core, k, container_id(core, k), AppIdx(a)));
+    }
+    let nodes = (0..core.nodes.len())
+        .map(|n| Node {
+            capacity: core.nodes[n].capacity,
+            advertised: advertised[n],
+            partition: core.nodes[n].partition,
+            ..new_node(n)
+        })
+        .collect();
+    ClusterView::new(sim_queues(core, leaves), apps, nodes, containers)
+}
+
+/// Whether two views show the same cluster, whatever the order of their entities.
+fn same_cluster(a: &ClusterView, b: &ClusterView) -> bool {
+    fn canon(v: &ClusterView) -> Vec<String> {
+        let ids = |list: &[ContainerIdx]| {
+            let mut ids: Vec<ContainerId> = list.iter().map(|&c| v.container(c).id).collect();
+            ids.sort_unstable();
+            ids
+        };
+        let mut out: Vec<String> = v.queues.iter().map(|q| format!("{q:?}")).collect();
+        let mut apps: Vec<String> = v
+            .apps
+            .iter()
+            .map(|x| {
+                let y = App {
+                    containers: vec![],
+                    ..x.clone()
+                };
+                format!("{y:?} {:?}", ids(&x.containers))
+            })
+            .collect();
+        let mut nodes: Vec<String> = v
+            .nodes
+            .iter()
+            .map(|n| {
+                let m = Node {
+                    containers: vec![],
+                    ..n.clone()
+                };
+                format!("{m:?} {:?}", ids(&n.containers))
+            })
+            .collect();
+        let mut containers: Vec<String> = v
+            .containers
+            .iter()
+            .map(|c| {
+                let d = Container {
+                    app: AppIdx(0),
+                    ..c.clone()
+                };
+                format!("{d:?} {}", v.app(c.app).id)
+            })
+            .collect();
+        apps.sort();
+        nodes.sort();
+        containers.sort();
+        out.extend(apps);
+        out.extend(nodes);
+        out.extend(containers);
+        out.push(format!("{:?}", ids(v.below_allocation())));
+        out
+    }
+    canon(a) == canon(b)
 }
 
 fn new_node(n: usize) -> Node {
@@ -407,7 +657,8 @@ mod tests {
         ];
         let mut b = ViewBuilder::new(2);
         let advertised = vec![Resource::new(4096, 3), Resource::new(2048, 2)];
-        let v = b.build(&mut core, &leaves, &advertised).unwrap();
+        b.update(&mut core, &leaves, &advertised).unwrap();
+        let v = b.view().unwrap();
         assert_eq!(v.queues.len(), 3);
         assert_eq!(v.queues[1].path, "root.short");
         assert_eq!(v.queues[1].guaranteed, Resource::new(2048, 2));

@@ -133,6 +133,11 @@ pub(crate) struct Container {
 }
 
 impl Container {
+    /// Placed and not yet gone (running, squeezed or being killed).
+    pub fn is_live(&self) -> bool {
+        self.live
+    }
+
     fn advance(&mut self, now: Time) {
         if now > self.last {
             let done = (now - self.last) as f64 * self.speed;
@@ -218,6 +223,9 @@ pub(crate) struct Core<'w, M> {
     abort: Option<String>,
     /// Kept only for a scheduler that asks ([`Core::track_holdings`]).
     holdings: Option<Holdings>,
+    /// Slots whose container started, changed or ended since the scheduler last took
+    /// them, for one that asks ([`Core::track_changes`]).
+    changed: Option<SlotSet>,
 }
 
 /// What the live containers hold, kept up to date as they start, change and end, for a
@@ -305,6 +313,13 @@ impl SlotSet {
             self.pos[moved as usize] = p;
         }
         self.pos[i as usize] = u32::MAX;
+    }
+
+    pub fn clear(&mut self) {
+        for &i in &self.items {
+            self.pos[i as usize] = u32::MAX;
+        }
+        self.items.clear();
     }
 }
 
@@ -422,6 +437,7 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
             sample_queued,
             abort: None,
             holdings: None,
+            changed: None,
         })
     }
 
@@ -594,6 +610,27 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
             .then_some(c)
     }
 
+    /// List the slots whose container starts, changes limits, state or phase, or ends,
+    /// from now on, for [`Core::take_changed`].
+    pub fn track_changes(&mut self) {
+        self.changed = Some(SlotSet::default());
+    }
+
+    /// The slots changed since the last call (each once, in no particular order) into
+    /// `out`; a slot may have been freed and reused since.
+    pub fn take_changed(&mut self, out: &mut Vec<u32>) {
+        if let Some(set) = &mut self.changed {
+            out.extend_from_slice(set.items());
+            set.clear();
+        }
+    }
+
+    fn touch(&mut self, c: u32) {
+        if let Some(set) = &mut self.changed {
+            set.insert(c);
+        }
+    }
+
     /// Start task `t` of `job` on `node` now, or once memory reclaimed there is free.
     pub fn launch(&mut self, job: u32, t: TaskRef, node: u32) -> u32 {
         let shape = self.wl.shape(t.task as usize);
@@ -631,6 +668,7 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
             }
         };
         self.nodes[node as usize].containers.push(id);
+        self.touch(id);
         if let Some(h) = &mut self.holdings {
             h.add(job, shape);
             h.task_slot[t.task as usize] = id;
@@ -662,18 +700,6 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
     pub fn advance(&mut self, c: u32) {
         let now = self.now;
         self.slab[c as usize].advance(now);
-    }
-
-    /// [`Core::advance`] every live container, listing them in slab order into `out`:
-    /// one pass over the slab where a view needs them all.
-    pub fn advance_live(&mut self, out: &mut Vec<u32>) {
-        let now = self.now;
-        for (i, k) in self.slab.iter_mut().enumerate() {
-            if k.live {
-                k.advance(now);
-                out.push(i as u32);
-            }
-        }
     }
 
     fn set_eff(&mut self, c: u32) {
@@ -727,6 +753,7 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
         if let Some(h) = &mut self.holdings {
             h.squeezed.insert(c);
         }
+        self.touch(c);
         if suspend {
             self.counts.suspended += 1;
         } else {
@@ -767,6 +794,7 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
                 h.squeezed.insert(c);
             }
         }
+        self.touch(c);
         self.counts.resumed += 1;
         let epoch = self.slab[c as usize].epoch;
         self.events
@@ -789,6 +817,7 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
             h.squeezed.remove(c);
             h.drop_alloc(k.job, k.allocated);
         }
+        self.touch(c);
         self.counts.killed += 1;
         let at = self.now + self.cfg.costs.kill_delay();
         self.events.push(at, Ev::Killed { c, epoch });
@@ -813,6 +842,7 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
                 h.task_slot[k.task as usize] = u32::MAX;
             }
         }
+        self.touch(c);
         let list = &mut self.nodes[r.node as usize].containers;
         if let Some(p) = list.iter().position(|&x| x == c) {
             list.swap_remove(p);
@@ -919,6 +949,7 @@ pub(crate) fn run<S: Scheduler>(
                 let k = &core.slab[c as usize];
                 let (phase, alloc, current) = (k.phase, k.allocated, k.current);
                 core.slab[c as usize].phase = Phase::Steady;
+                core.touch(c);
                 // Reducing: memory is now gone and the container may start swapping.
                 // Restoring: memory is back and the CPU limit is lifted.
                 if matches!(phase, Phase::Reducing | Phase::Restoring) {

@@ -293,15 +293,15 @@ impl Central {
             }
             None => false,
         };
-        let view = match self.view.build(core, &self.leaves, &self.advertised) {
-            Ok(v) => v,
-            Err(e) => {
-                core.abort(format!("building the cluster view: {e}"));
-                return;
-            }
+        if let Err(e) = self.view.update(core, &self.leaves, &self.advertised) {
+            core.abort(format!("building the cluster view: {e}"));
+            return;
+        }
+        let Some(view) = self.view.view() else {
+            core.abort("the cluster view was not built".to_string());
+            return;
         };
-        let actions = bridge.decide(&view, &self.view, core.now / MICROS_PER_MILLI);
-        self.view.recycle(view);
+        let actions = bridge.decide(view, &self.view, core.now / MICROS_PER_MILLI);
         let actions = match actions {
             Ok(a) => a,
             Err(e) => {
