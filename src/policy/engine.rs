@@ -541,7 +541,8 @@ impl<'a> Tick<'a> {
             |ci: ContainerIdx| room[view.app(view.container(ci).app).queue.get()].any_positive();
         let mut marks: Vec<ContainerIdx> =
             self.marked.iter().copied().filter(|&ci| owed(ci)).collect();
-        marks.sort_by_key(|&ci| {
+        // Cached: a key costs a memo lookup, and thousands may wait.
+        marks.sort_by_cached_key(|&ci| {
             let m = self.memos.get(ci);
             (
                 std::cmp::Reverse(m.kill_marked_at),
@@ -561,7 +562,7 @@ impl<'a> Tick<'a> {
         if marks.is_empty() && waiting.is_empty() {
             return;
         }
-        waiting.sort_by_key(|&ci| {
+        waiting.sort_by_cached_key(|&ci| {
             (
                 self.memos.get(ci).suspended_at.unwrap_or(0),
                 view.container(ci).id,
@@ -1426,6 +1427,15 @@ impl<'a> Tick<'a> {
         let las_on = self.las_active;
         // From the ledger's copies: a node is read only if its capacity changes.
         for n in 0..self.ledger.node_cap.len() {
+            // Most nodes advertise their capacity and have nothing reclaimed: pass them
+            // without converting.
+            let l = &self.ledger;
+            if !las_on
+                && (off || l.node_reclaimed[n].is_zero())
+                && Amount::from(l.node_advertised[n]) == l.node_cap[n]
+            {
+                continue;
+            }
             let capacity = self.ledger.node_cap[n].to_resource();
             let reclaimed = if off {
                 Resource::ZERO
