@@ -16,7 +16,7 @@ use super::amount::Amount;
 use super::capacity::{self, Accounting, QueueAccount, QueueLoad};
 use super::dice::{self, DiceNodeFacts, DiceReport, DiceWindow};
 use super::las::{self, LasCause, LasGate, LasTask};
-use super::ledger::{Ledger, Room};
+use super::ledger::{Ledger, NodeBuffers, Room};
 use super::plan::{Action, ActionKind, Before, PendingKill, Plan};
 use super::select::{app_policy, is_share_based};
 use super::state::{DiceState, Memos, PolicyState};
@@ -35,6 +35,7 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
         memos,
         dice: dice_state,
         las_checks,
+        node_buffers,
     } = state;
     let memos = Memos::new(view, memos);
     let mut t = Tick::new(
@@ -44,6 +45,7 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
         memos,
         dice_state.last_sample_ms,
         las_checks,
+        std::mem::take(node_buffers),
     );
     t.release_unmanaged();
     let (loads, acc) = t.share_based();
@@ -57,6 +59,7 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
     };
     t.partitions(dice_state);
     t.node_capacities();
+    *node_buffers = t.ledger.take_buffers();
     t.finish(&loads, &acc, report)
 }
 
@@ -245,6 +248,7 @@ impl<'a> Tick<'a> {
         memos: Memos<'a>,
         dice_sampled_until: Option<Millis>,
         las_checks: &'a mut IdMap<NodeId, Millis>,
+        node_buffers: NodeBuffers,
     ) -> Self {
         let total = Amount::from(view.capacity);
         let policy: Vec<PolicyKind> = view.apps.iter().map(|a| app_policy(view, a, s)).collect();
@@ -257,7 +261,7 @@ impl<'a> Tick<'a> {
         let (las_active, dice_active) = (any(PolicyKind::Las), any(PolicyKind::Dice));
         let nn = view.nodes.len();
         let budget = total.scale(capacity::finite_or(s.total_preemption_per_round, 0.0));
-        let mut ledger = Ledger::new(view, budget);
+        let mut ledger = Ledger::new(view, budget, node_buffers);
         let waiting = view.below_allocation_facts();
         let mut las = las_active.then(|| LasScan {
             waiting_held: vec![Amount::ZERO; nn],

@@ -46,18 +46,38 @@ pub(crate) enum Room {
     Local(usize),
 }
 
+/// The per-node arrays of a [`Ledger`], kept from one tick for the next: a tick on
+/// thousands of nodes would otherwise allocate and fault in fresh pages for each.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct NodeBuffers {
+    cap: Vec<Amount>,
+    held: Vec<Amount>,
+    reclaimed: Vec<Amount>,
+    partition: Vec<Partition>,
+    advertised: Vec<Resource>,
+}
+
 impl Ledger {
-    pub fn new(view: &ClusterView, budget: Amount) -> Ledger {
+    pub fn new(view: &ClusterView, budget: Amount, buffers: NodeBuffers) -> Ledger {
         let nq = view.queues.len();
         let nn = view.nodes.len();
+        let NodeBuffers {
+            cap: mut node_cap,
+            held: mut node_held,
+            reclaimed: mut node_reclaimed,
+            partition: mut node_partition,
+            advertised: mut node_advertised,
+        } = buffers;
+        node_cap.clear();
+        node_held.clear();
+        node_partition.clear();
+        node_advertised.clear();
+        node_reclaimed.clear();
+        node_reclaimed.resize(nn, Amount::ZERO);
         // One pass over the nodes for every copy a tick needs: the node list is the
         // largest array a tick walks more than once, and from some tens of thousands of
         // nodes on it no longer fits the core's cache, so that each further pass over it
         // costs more per node than on a small cluster.
-        let mut node_cap = Vec::with_capacity(nn);
-        let mut node_held = Vec::with_capacity(nn);
-        let mut node_partition = Vec::with_capacity(nn);
-        let mut node_advertised = Vec::with_capacity(nn);
         let mut used_vcores = 0u64;
         for n in &view.nodes {
             node_cap.push(Amount::from(n.capacity));
@@ -81,7 +101,7 @@ impl Ledger {
             held: view.queues.iter().map(|q| Amount::from(q.used)).collect(),
             node_cap,
             node_held,
-            node_reclaimed: vec![Amount::ZERO; nn],
+            node_reclaimed,
             node_partition,
             node_advertised,
             used_vcores,
@@ -91,6 +111,17 @@ impl Ledger {
             restored: Amount::ZERO,
             queue_reclaimed: vec![Amount::ZERO; nq],
             queue_restored: vec![Amount::ZERO; nq],
+        }
+    }
+
+    /// The per-node arrays, for the next tick's ledger.
+    pub fn take_buffers(&mut self) -> NodeBuffers {
+        NodeBuffers {
+            cap: std::mem::take(&mut self.node_cap),
+            held: std::mem::take(&mut self.node_held),
+            reclaimed: std::mem::take(&mut self.node_reclaimed),
+            partition: std::mem::take(&mut self.node_partition),
+            advertised: std::mem::take(&mut self.node_advertised),
         }
     }
 

@@ -13,6 +13,7 @@ use rand::SeedableRng;
 use rand_pcg::Pcg64;
 
 use super::dice::DiceWindow;
+use super::ledger::NodeBuffers;
 use crate::cluster::{ClusterView, ContainerId, ContainerIdx, IdMap, Millis, NodeId};
 use crate::config::settings::PolicySettings;
 
@@ -27,6 +28,8 @@ pub struct PolicyState {
     /// LAS: per node, when it next needs a look even if nothing arrives or finishes
     /// there (its earliest quantum expiry while a container waits).
     pub(crate) las_checks: IdMap<NodeId, Millis>,
+    /// The last tick's per-node arrays, reused by the next.
+    pub(crate) node_buffers: NodeBuffers,
 }
 
 impl PolicyState {
@@ -37,6 +40,7 @@ impl PolicyState {
             memos: MemoStore::default(),
             dice: DiceState::default(),
             las_checks: IdMap::default(),
+            node_buffers: NodeBuffers::default(),
         }
     }
 
