@@ -61,7 +61,20 @@ pub(crate) use engine::held_at;
 pub use plan::{Action, ActionKind, Before, PendingKill, Plan};
 pub use state::PolicyState;
 
-use crate::cluster::{ClusterView, Millis};
+use crate::cluster::{ClusterView, Millis, PolicyKind};
+use crate::config::settings::PolicySettings;
+
+/// Whether a tick on `view` may read containers' attained service: only LAS does, and
+/// only for applications it runs, as the settings, a queue's override or adaptive's
+/// choice assign them. A caller that keeps a view between ticks need only bring
+/// attained service up to date when this holds.
+pub fn reads_attained_service(view: &ClusterView, s: &PolicySettings) -> bool {
+    s.kind != PolicyKind::None
+        && view
+            .apps
+            .iter()
+            .any(|a| select::app_policy(view, a, s) == PolicyKind::Las)
+}
 
 /// Decide one tick. In `observe_only` mode the plan carries what would have been done
 /// in `observed` and no actions, and the state does not remember any of it.

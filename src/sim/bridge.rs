@@ -178,12 +178,16 @@ impl ViewBuilder {
     }
 
     /// Bring the view up to the simulator's state now. The first call builds it and
-    /// asks the engine to list changes from then on.
+    /// asks the engine to list changes from then on. Attained service moves on every
+    /// running container all the time; it is brought up to now only when
+    /// `reads_attained` says the policy will read it on this view, and is otherwise as
+    /// of each container's start or last change.
     pub fn update<M: Copy + std::fmt::Debug>(
         &mut self,
         core: &mut Core<'_, M>,
         leaves: &[Leaf],
         advertised: &[Resource],
+        reads_attained: impl Fn(&ClusterView) -> bool,
     ) -> Result<(), ViewError> {
         let mut view = match self.view.take() {
             Some(v) => {
@@ -193,13 +197,13 @@ impl ViewBuilder {
             None => self.start(core, leaves)?,
         };
         // On error the view is dropped and the next update starts over.
-        self.patch(&mut view, core, leaves, advertised)?;
+        let attained = self.patch(&mut view, core, leaves, advertised, reads_attained)?;
         debug_assert!(
             view.derived_agree(),
             "a patched view's derived fields disagree with a rebuild"
         );
         debug_assert!(
-            fresh_view(core, leaves, advertised).is_ok_and(|f| same_cluster(&view, &f)),
+            fresh_view(core, leaves, advertised).is_ok_and(|f| same_cluster(&view, &f, attained)),
             "a patched view differs from one built anew"
         );
         self.view = Some(view);
@@ -231,13 +235,15 @@ impl ViewBuilder {
         ClusterView::new(sim_queues(core, leaves), vec![], nodes, vec![])
     }
 
+    /// Returns whether attained service was brought up to now.
     fn patch<M: Copy + std::fmt::Debug>(
         &mut self,
         view: &mut ClusterView,
         core: &mut Core<'_, M>,
         leaves: &[Leaf],
         advertised: &[Resource],
-    ) -> Result<(), ViewError> {
+        reads_attained: impl Fn(&ClusterView) -> bool,
+    ) -> Result<bool, ViewError> {
         for (n, &adv) in advertised.iter().enumerate().take(view.nodes.len()) {
             let part = core.nodes[n].partition;
             let v = &view.nodes[n];
@@ -250,10 +256,6 @@ impl ViewBuilder {
         self.changed = changed;
         self.changed.clear();
         result?;
-        for (i, &s) in self.slots.iter().enumerate() {
-            core.advance(s);
-            view.set_attained_service(ContainerIdx(i as u32), attained_ms(core.container(s)))?;
-        }
         self.updates += 1;
         for (leaf, l) in leaves.iter().enumerate() {
             for &j in &l.apps {
@@ -282,7 +284,14 @@ impl ViewBuilder {
                 self.set_demand(view, core, j, AppIdx(a as u32), leaf)?;
             }
         }
-        Ok(())
+        let attained = reads_attained(view);
+        if attained {
+            for (i, &s) in self.slots.iter().enumerate() {
+                core.advance(s);
+                view.set_attained_service(ContainerIdx(i as u32), attained_ms(core.container(s)))?;
+            }
+        }
+        Ok(attained)
     }
 
     fn patch_containers<M: Copy + std::fmt::Debug>(
@@ -501,7 +510,7 @@ fn sim_container<M: Copy + std::fmt::Debug>(
 }
 
 /// A view built anew from the simulator's state, as [`ViewBuilder::update`] keeps one
-/// (for debug assertions: attained service must already be brought up to now).
+/// (for debug assertions; attained service as the containers last recorded it).
 fn fresh_view<M: Copy + std::fmt::Debug>(
     core: &Core<'_, M>,
     leaves: &[Leaf],
@@ -542,9 +551,10 @@ fn fresh_view<M: Copy + std::fmt::Debug>(
     ClusterView::new(sim_queues(core, leaves), apps, nodes, containers)
 }
 
-/// Whether two views show the same cluster, whatever the order of their entities.
-fn same_cluster(a: &ClusterView, b: &ClusterView) -> bool {
-    fn canon(v: &ClusterView) -> Vec<String> {
+/// Whether two views show the same cluster, whatever the order of their entities;
+/// attained service is compared only if `attained`.
+fn same_cluster(a: &ClusterView, b: &ClusterView, attained: bool) -> bool {
+    let canon = |v: &ClusterView| -> Vec<String> {
         let ids = |list: &[ContainerIdx]| {
             let mut ids: Vec<ContainerId> = list.iter().map(|&c| v.container(c).id).collect();
             ids.sort_unstable();
@@ -579,6 +589,7 @@ fn same_cluster(a: &ClusterView, b: &ClusterView) -> bool {
             .map(|c| {
                 let d = Container {
                     app: AppIdx(0),
+                    attained_service_ms: if attained { c.attained_service_ms } else { 0 },
                     ..c.clone()
                 };
                 format!("{d:?} {}", v.app(c.app).id)
@@ -592,7 +603,7 @@ fn same_cluster(a: &ClusterView, b: &ClusterView) -> bool {
         out.extend(containers);
         out.push(format!("{:?}", ids(v.below_allocation())));
         out
-    }
+    };
     canon(a) == canon(b)
 }
 
@@ -657,7 +668,7 @@ mod tests {
         ];
         let mut b = ViewBuilder::new(2);
         let advertised = vec![Resource::new(4096, 3), Resource::new(2048, 2)];
-        b.update(&mut core, &leaves, &advertised).unwrap();
+        b.update(&mut core, &leaves, &advertised, |_| true).unwrap();
         let v = b.view().unwrap();
         assert_eq!(v.queues.len(), 3);
         assert_eq!(v.queues[1].path, "root.short");

@@ -7,7 +7,8 @@
 
 use std::collections::VecDeque;
 
-use crate::cluster::{JobClass, Partition};
+use crate::cluster::{ClusterView, JobClass, Partition};
+use crate::policy;
 use crate::resources::Resource;
 use crate::sim::bridge::{PolicyBridge, SimAction, ViewBuilder};
 use crate::sim::engine::{Core, Released, Scheduler, SlotSet, TaskRef};
@@ -293,7 +294,12 @@ impl Central {
             }
             None => false,
         };
-        if let Err(e) = self.view.update(core, &self.leaves, &self.advertised) {
+        let settings = bridge.settings();
+        let reads_attained = |v: &ClusterView| policy::reads_attained_service(v, settings);
+        if let Err(e) = self
+            .view
+            .update(core, &self.leaves, &self.advertised, reads_attained)
+        {
             core.abort(format!("building the cluster view: {e}"));
             return;
         }
