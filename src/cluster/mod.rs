@@ -366,6 +366,13 @@ pub struct ClusterView {
     app_used: Vec<Resource>,
     #[serde(skip)]
     app_index: IdMap<ApplicationId, u32>,
+    /// Sum over nodes of capacity less what is allocated there.
+    #[serde(skip)]
+    free: Resource,
+    /// Nodes that advertise other than their capacity or are outside the general
+    /// partition, in index order.
+    #[serde(skip)]
+    reshaped: Vec<NodeIdx>,
 }
 
 /// Container id -> index. It holds only the indexes (the ids are in the view's
@@ -517,6 +524,13 @@ impl ClusterView {
             }
         }
         let capacity = Resource::sum(nodes.iter().map(|n| &n.capacity));
+        let free = nodes
+            .iter()
+            .fold(Resource::ZERO, |a, n| a + n.capacity.saturating_sub(n.used));
+        let reshaped = (0..nodes.len())
+            .filter(|&i| is_reshaped(&nodes[i]))
+            .map(|i| NodeIdx(i as u32))
+            .collect();
         Ok(ClusterView {
             queues,
             apps,
@@ -531,7 +545,21 @@ impl ClusterView {
             at_node,
             app_used,
             app_index,
+            free,
+            reshaped,
         })
+    }
+
+    /// Room not allocated on the nodes, summed: each node's capacity less what its
+    /// live containers are allocated (never below zero on a node).
+    pub fn free_room(&self) -> Resource {
+        self.free
+    }
+
+    /// Nodes that advertise other than their capacity or are outside the general
+    /// partition, in index order: every other node is as YARN configured it.
+    pub fn reshaped_nodes(&self) -> &[NodeIdx] {
+        &self.reshaped
     }
 
     pub fn queue(&self, i: QueueIdx) -> &Queue {
@@ -594,6 +622,10 @@ impl ClusterView {
     pub fn queue_of(&self, c: &Container) -> &Queue {
         self.queue(self.app(c.app).queue)
     }
+}
+
+fn is_reshaped(n: &Node) -> bool {
+    n.advertised != n.capacity || n.partition != Partition::General
 }
 
 /// Decide an application's class. First match wins: the queue's job-class, then an

@@ -289,6 +289,14 @@ impl ClusterView {
             Some(n) => {
                 n.advertised = advertised;
                 n.partition = partition;
+                let listed = self.reshaped.binary_search(&i);
+                match (super::is_reshaped(n), listed) {
+                    (true, Err(p)) => self.reshaped.insert(p, i),
+                    (false, Ok(p)) => {
+                        self.reshaped.remove(p);
+                    }
+                    _ => {}
+                }
                 Ok(())
             }
             None => Err(ViewError::NotInView {
@@ -353,12 +361,16 @@ impl ClusterView {
             && self.below_allocation == fresh.below_allocation
             && self.below_allocation_facts == fresh.below_allocation_facts
             && self.capacity == fresh.capacity
+            && self.free == fresh.free
+            && self.reshaped == fresh.reshaped
     }
 
     /// Count a live container's allocation on its node, application and queues, or
     /// stop counting it.
     fn hold(&mut self, c: &Container, on: bool) {
         let queue = self.apps[c.app.get()].queue;
+        let n = &self.nodes[c.node.get()];
+        self.free -= n.capacity.saturating_sub(n.used);
         let node = &mut self.nodes[c.node.get()].used;
         let app = &mut self.app_used[c.app.get()];
         if on {
@@ -370,6 +382,8 @@ impl ClusterView {
             *app -= c.allocated;
             self.unroll(queue, c.allocated, Resource::ZERO);
         }
+        let n = &self.nodes[c.node.get()];
+        self.free += n.capacity.saturating_sub(n.used);
     }
 
     /// Add usage and demand to a queue and its ancestors.
