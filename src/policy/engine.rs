@@ -145,7 +145,7 @@ struct Tick<'a> {
     /// Per application.
     policy: Vec<PolicyKind>,
     memos: Memos<'a>,
-    ledger: Ledger,
+    ledger: Ledger<'a>,
     /// Live containers not at their allocation.
     waiting: &'a [BelowAllocation],
     /// Live containers marked for killing, as a list and as a set.
@@ -203,11 +203,12 @@ fn held_in(
 /// start), and running vcores of short and of all containers.
 fn dice_samples(
     view: &ClusterView,
-    used_vcores: u64,
     waiting: &[BelowAllocation],
     now: Millis,
     since: Option<Millis>,
 ) -> DiceScan {
+    // Vcores allocated to live containers on all nodes.
+    let used_vcores: u64 = view.nodes.iter().map(|n| u64::from(n.used.vcores)).sum();
     let mut scan = DiceScan {
         waits: Vec::new(),
         short_vcores: 0,
@@ -273,23 +274,23 @@ impl<'a> Tick<'a> {
             let (n, a) = (w.node.get(), w.app.get());
             let held = held_in(w.allocated, w.current, w.state, s.suspend.footprint);
             let reclaimed = Amount::from(w.allocated) - held;
-            ledger.node_held[n] -= reclaimed;
+            // LAS keeps reclaimed room on the node for its own time sharing; every
+            // other policy advertises it.
+            let las_node = las.as_mut().filter(|_| policy[a] == PolicyKind::Las);
+            ledger.reduced_before(n, reclaimed, las_node.is_none());
             ledger.take_from_queue(view.apps[a].queue.get(), reclaimed);
-            match (policy[a] == PolicyKind::Las, las.as_mut()) {
-                (true, Some(l)) => {
-                    // Per-node fields are set at the node's first waiting container and
-                    // read only where one waits: the zeroed arrays stay untouched (and
-                    // unpaged) elsewhere.
-                    if l.waiting[n] == 0 {
-                        let id = &view.nodes[n].id;
-                        l.due[n] = las_checks.get(id).is_none_or(|&t| t <= now);
-                        l.smallest[n] = reclaimed;
-                    }
-                    l.waiting[n] += 1;
-                    l.waiting_held[n] += held;
-                    l.smallest[n] = l.smallest[n].component_min(reclaimed);
+            if let Some(l) = las_node {
+                // Per-node fields are set at the node's first waiting container and
+                // read only where one waits: the zeroed arrays stay untouched (and
+                // unpaged) elsewhere.
+                if l.waiting[n] == 0 {
+                    let id = &view.nodes[n].id;
+                    l.due[n] = las_checks.get(id).is_none_or(|&t| t <= now);
+                    l.smallest[n] = reclaimed;
                 }
-                _ => ledger.node_reclaimed[n] += reclaimed,
+                l.waiting[n] += 1;
+                l.waiting_held[n] += held;
+                l.smallest[n] = l.smallest[n].component_min(reclaimed);
             }
         }
         // A marked container still runs, but its queue no longer counts on it.
@@ -301,8 +302,7 @@ impl<'a> Tick<'a> {
             ledger.marked += held_of(c, s.suspend.footprint);
             marked_set.insert(ci);
         }
-        let dice = dice_active
-            .then(|| dice_samples(view, ledger.used_vcores, waiting, now, dice_sampled_until));
+        let dice = dice_active.then(|| dice_samples(view, waiting, now, dice_sampled_until));
         Tick {
             view,
             s,
@@ -534,9 +534,7 @@ impl<'a> Tick<'a> {
         let view = self.view;
         let s = self.s;
         // Only room that is free now; room marked kills will free is the starved's.
-        let mut spare = (0..view.nodes.len())
-            .fold(Amount::ZERO, |a, n| a + self.ledger.node_room(n))
-            - Amount::sum(acc.starved.iter().copied());
+        let mut spare = self.ledger.nodes_room() - Amount::sum(acc.starved.iter().copied());
         let mut room: Vec<Amount> = (0..view.queues.len())
             .map(|q| acc.ideal[q] - self.ledger.held[q])
             .collect();
@@ -1002,11 +1000,11 @@ impl<'a> Tick<'a> {
             // then whether a waiting one might fit the free room or a quantum expires.
             let any = scan.waiting[n] > 0;
             let busy = if any {
-                self.ledger.node_held[n] - scan.waiting_held[n]
+                self.ledger.node_held(n) - scan.waiting_held[n]
             } else {
-                self.ledger.node_held[n]
+                self.ledger.node_held(n)
             };
-            let overflow = !busy.fits_in(&self.ledger.node_cap[n]);
+            let overflow = !busy.fits_in(&self.ledger.node_cap(n));
             let waiting =
                 any && (scan.due[n] || scan.smallest[n].fits_in(&self.ledger.node_room(n)));
             if overflow || waiting {
@@ -1036,7 +1034,7 @@ impl<'a> Tick<'a> {
         // LAS breaks ties by place: make that the container id, not however the
         // node's containers happen to be listed.
         idx.sort_unstable_by_key(|&ci| view.container(ci).id);
-        let cap = self.ledger.node_cap[n] - others;
+        let cap = self.ledger.node_cap(n) - others;
         let mut tasks: Vec<LasTask> = idx
             .iter()
             .map(|&ci| {
@@ -1227,9 +1225,8 @@ impl<'a> Tick<'a> {
                     *c = true;
                 }
             }
-            let partition = &self.ledger.node_partition;
             let general: Vec<u32> = (0..view.nodes.len())
-                .filter(|&n| (partition[n] == Partition::General) != converting[n])
+                .filter(|&n| (view.nodes[n].partition == Partition::General) != converting[n])
                 .map(|n| n as u32)
                 .collect();
             let mut chosen = dice::choose_nodes(rng, &general, report.preemption_requests);
@@ -1367,13 +1364,12 @@ impl<'a> Tick<'a> {
             return;
         }
         if !self.dice_active {
-            self.partition_changes = self
-                .ledger
-                .node_partition
+            let view = self.view;
+            self.partition_changes = view
+                .reshaped_nodes()
                 .iter()
-                .enumerate()
-                .filter(|(_, p)| **p == Partition::Short)
-                .map(|(n, _)| (n, Partition::General))
+                .filter(|&&n| view.node(n).partition == Partition::Short)
+                .map(|&n| (n.get(), Partition::General))
                 .collect();
             return;
         }
@@ -1394,8 +1390,11 @@ impl<'a> Tick<'a> {
     fn plan_partitions(&mut self, target: usize) {
         self.partitions_planned = true;
         let ledger = &self.ledger;
-        let partition = &ledger.node_partition;
-        let short = partition.iter().filter(|&&p| p == Partition::Short).count();
+        let nodes = &self.view.nodes;
+        let short = nodes
+            .iter()
+            .filter(|n| n.partition == Partition::Short)
+            .count();
         let (from, k, to) = if short < target {
             (Partition::General, target - short, Partition::Short)
         } else {
@@ -1408,10 +1407,10 @@ impl<'a> Tick<'a> {
         // Least loaded first when converting, most loaded first when releasing; the
         // load is computed once per node, not once per comparison.
         let converting = to == Partition::Short;
-        let mut pool: Vec<(f64, u32)> = (0..partition.len())
-            .filter(|&n| partition[n] == from)
+        let mut pool: Vec<(f64, u32)> = (0..nodes.len())
+            .filter(|&n| nodes[n].partition == from)
             .map(|n| {
-                let load = ledger.node_held[n].dominant_share(&ledger.node_cap[n]);
+                let load = ledger.node_held(n).dominant_share(&ledger.node_cap(n));
                 (if converting { load } else { -load }, n as u32)
             })
             .collect();
@@ -1429,22 +1428,28 @@ impl<'a> Tick<'a> {
         let view = self.view;
         let off = self.s.kind == PolicyKind::None;
         let las_on = self.las_active;
-        // From the ledger's copies: a node is read only if its capacity changes.
-        for n in 0..self.ledger.node_cap.len() {
-            // Most nodes advertise their capacity and have nothing reclaimed: pass them
-            // without converting.
-            let l = &self.ledger;
-            if !las_on
-                && (off || l.node_reclaimed[n].is_zero())
-                && Amount::from(l.node_advertised[n]) == l.node_cap[n]
-            {
-                continue;
-            }
-            let capacity = self.ledger.node_cap[n].to_resource();
+        // Without LAS (whose admission adds slots everywhere), only a node that
+        // advertises other than its capacity or had room reclaimed this tick can need
+        // a change: the rest advertise their capacity already.
+        let candidates: Vec<usize> = if las_on {
+            (0..view.nodes.len()).collect()
+        } else {
+            let mut c: Vec<usize> = view
+                .reshaped_nodes()
+                .iter()
+                .map(|n| n.get())
+                .chain(self.ledger.touched_nodes().iter().map(|&n| n as usize))
+                .collect();
+            c.sort_unstable();
+            c.dedup();
+            c
+        };
+        for n in candidates {
+            let capacity = view.nodes[n].capacity;
             let reclaimed = if off {
                 Resource::ZERO
             } else {
-                self.ledger.node_reclaimed[n].to_resource()
+                self.ledger.node_reclaimed(n).to_resource()
             };
             let extra = if las_on {
                 las::admission(capacity, &self.s.las) - capacity
@@ -1452,7 +1457,7 @@ impl<'a> Tick<'a> {
                 Resource::ZERO
             };
             let advertised = capacity + reclaimed + extra;
-            let before = self.ledger.node_advertised[n];
+            let before = view.nodes[n].advertised;
             if advertised == before {
                 continue;
             }

@@ -4,28 +4,22 @@
 //! beyond the round cap) hold for all of them in one place.
 
 use super::amount::Amount;
-use crate::cluster::{ClusterView, Partition};
-use crate::resources::Resource;
+use crate::cluster::{ClusterView, Node};
 
-pub(crate) struct Ledger {
+pub(crate) struct Ledger<'a> {
+    nodes: &'a [Node],
     parents: Vec<Option<usize>>,
     guaranteed: Vec<Amount>,
     disabled: Vec<bool>,
     /// Per queue, every level: what its containers hold now (YARN's used, less what
     /// was reclaimed or marked).
     pub held: Vec<Amount>,
-    pub node_cap: Vec<Amount>,
-    /// Per node: what its live containers hold physically (YARN's used, less what
-    /// was reclaimed).
-    pub node_held: Vec<Amount>,
-    /// Per node: reclaimed room that the node advertises to the RM.
-    pub node_reclaimed: Vec<Amount>,
-    /// Per node: its partition as of the view.
-    pub node_partition: Vec<Partition>,
-    /// Per node: what it advertises to the RM as of the view.
-    pub node_advertised: Vec<Resource>,
-    /// Vcores allocated to live containers on all nodes, as of the view.
-    pub used_vcores: u64,
+    /// The nodes this tick changed; every other node holds what the view says it uses
+    /// and has nothing reclaimed, and is never copied (a tick touches a few of
+    /// thousands of nodes).
+    node: NodeBuffers,
+    /// Free room on all nodes: the sum of [`Ledger::node_room`].
+    room: Amount,
     /// Room that frees up once marked containers are killed.
     pub marked: Amount,
     budget: Amount,
@@ -46,47 +40,37 @@ pub(crate) enum Room {
     Local(usize),
 }
 
-/// The per-node arrays of a [`Ledger`], kept from one tick for the next: a tick on
-/// thousands of nodes would otherwise allocate and fault in fresh pages for each.
+/// The per-node state of a [`Ledger`], kept from one tick for the next so that a tick
+/// allocates nothing per node. A node's entries count only while its stamp is the
+/// tick's generation.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct NodeBuffers {
-    cap: Vec<Amount>,
+    /// What the node's live containers hold physically (YARN's used, less what was
+    /// reclaimed).
     held: Vec<Amount>,
+    /// Reclaimed room that the node advertises to the RM.
     reclaimed: Vec<Amount>,
-    partition: Vec<Partition>,
-    advertised: Vec<Resource>,
+    stamp: Vec<u32>,
+    generation: u32,
+    /// The stamped nodes, in the order first touched.
+    touched: Vec<u32>,
 }
 
-impl Ledger {
-    pub fn new(view: &ClusterView, budget: Amount, buffers: NodeBuffers) -> Ledger {
+impl<'a> Ledger<'a> {
+    pub fn new(view: &'a ClusterView, budget: Amount, mut node: NodeBuffers) -> Ledger<'a> {
         let nq = view.queues.len();
         let nn = view.nodes.len();
-        let NodeBuffers {
-            cap: mut node_cap,
-            held: mut node_held,
-            reclaimed: mut node_reclaimed,
-            partition: mut node_partition,
-            advertised: mut node_advertised,
-        } = buffers;
-        node_cap.clear();
-        node_held.clear();
-        node_partition.clear();
-        node_advertised.clear();
-        node_reclaimed.clear();
-        node_reclaimed.resize(nn, Amount::ZERO);
-        // One pass over the nodes for every copy a tick needs: the node list is the
-        // largest array a tick walks more than once, and from some tens of thousands of
-        // nodes on it no longer fits the core's cache, so that each further pass over it
-        // costs more per node than on a small cluster.
-        let mut used_vcores = 0u64;
-        for n in &view.nodes {
-            node_cap.push(Amount::from(n.capacity));
-            node_held.push(Amount::from(n.used));
-            node_partition.push(n.partition);
-            node_advertised.push(n.advertised);
-            used_vcores += u64::from(n.used.vcores);
+        node.generation = node.generation.wrapping_add(1);
+        if node.generation == 0 || node.stamp.len() != nn {
+            node.stamp.clear();
+            node.stamp.resize(nn, 0);
+            node.generation = 1;
         }
+        node.held.resize(nn, Amount::ZERO);
+        node.reclaimed.resize(nn, Amount::ZERO);
+        node.touched.clear();
         Ledger {
+            nodes: &view.nodes,
             parents: view
                 .queues
                 .iter()
@@ -99,12 +83,8 @@ impl Ledger {
                 .collect(),
             disabled: view.queues.iter().map(|q| q.preemption_disabled).collect(),
             held: view.queues.iter().map(|q| Amount::from(q.used)).collect(),
-            node_cap,
-            node_held,
-            node_reclaimed,
-            node_partition,
-            node_advertised,
-            used_vcores,
+            node,
+            room: Amount::from(view.free_room()),
             marked: Amount::ZERO,
             budget,
             reclaimed: Amount::ZERO,
@@ -114,15 +94,66 @@ impl Ledger {
         }
     }
 
-    /// The per-node arrays, for the next tick's ledger.
+    /// The per-node state, for the next tick's ledger.
     pub fn take_buffers(&mut self) -> NodeBuffers {
-        NodeBuffers {
-            cap: std::mem::take(&mut self.node_cap),
-            held: std::mem::take(&mut self.node_held),
-            reclaimed: std::mem::take(&mut self.node_reclaimed),
-            partition: std::mem::take(&mut self.node_partition),
-            advertised: std::mem::take(&mut self.node_advertised),
+        std::mem::take(&mut self.node)
+    }
+
+    fn fresh(&self, n: usize) -> bool {
+        self.node.stamp[n] == self.node.generation
+    }
+
+    /// Physical capacity of node `n`.
+    pub fn node_cap(&self, n: usize) -> Amount {
+        Amount::from(self.nodes[n].capacity)
+    }
+
+    /// What node `n`'s live containers hold physically now.
+    pub fn node_held(&self, n: usize) -> Amount {
+        if self.fresh(n) {
+            self.node.held[n]
+        } else {
+            Amount::from(self.nodes[n].used)
         }
+    }
+
+    /// Reclaimed room node `n` advertises to the RM.
+    pub fn node_reclaimed(&self, n: usize) -> Amount {
+        if self.fresh(n) {
+            self.node.reclaimed[n]
+        } else {
+            Amount::ZERO
+        }
+    }
+
+    /// The nodes whose holdings or reclaimed room this tick changed, in the order
+    /// first changed; no other node has reclaimed room.
+    pub fn touched_nodes(&self) -> &[u32] {
+        &self.node.touched
+    }
+
+    /// A container on node `n` was reduced before this tick: its node holds
+    /// `reclaimed` less, which the node advertises if `advertised`.
+    pub fn reduced_before(&mut self, n: usize, reclaimed: Amount, advertised: bool) {
+        self.change_node(n, |held, r| {
+            *held -= reclaimed;
+            if advertised {
+                *r += reclaimed;
+            }
+        });
+    }
+
+    /// Change what node `n` holds and advertises as reclaimed, keeping the total room.
+    fn change_node(&mut self, n: usize, change: impl FnOnce(&mut Amount, &mut Amount)) {
+        if !self.fresh(n) {
+            self.node.stamp[n] = self.node.generation;
+            self.node.held[n] = Amount::from(self.nodes[n].used);
+            self.node.reclaimed[n] = Amount::ZERO;
+            self.node.touched.push(n as u32);
+        }
+        let before = self.node_room(n);
+        change(&mut self.node.held[n], &mut self.node.reclaimed[n]);
+        self.room = self.room - before + self.node_room(n);
     }
 
     /// Account for `amount` a queue's containers no longer hold as of the view
@@ -150,13 +181,18 @@ impl Ledger {
     }
 
     pub fn node_room(&self, n: usize) -> Amount {
-        self.node_cap[n] - self.node_held[n]
+        self.node_cap(n) - self.node_held(n)
+    }
+
+    /// Free room on all nodes now.
+    pub fn nodes_room(&self) -> Amount {
+        self.room
     }
 
     /// Free room on all nodes plus what marked containers will free: what YARN can
     /// place pending demand into, counted as a whole as YARN's preemption monitor does.
     pub fn free_room(&self) -> Amount {
-        (0..self.node_cap.len()).fold(self.marked, |a, n| a + self.node_room(n))
+        self.marked + self.room
     }
 
     /// Whether `amount` may be taken from queue `q` for queue `to` (None: unknown):
@@ -227,8 +263,10 @@ impl Ledger {
     /// what was already reclaimed from it is no longer advertised as such.
     pub fn killed(&mut self, n: usize, held: Amount, reclaimed: Amount) {
         self.marked -= held;
-        self.node_held[n] -= held;
-        self.node_reclaimed[n] -= reclaimed;
+        self.change_node(n, |h, r| {
+            *h -= held;
+            *r -= reclaimed;
+        });
     }
 
     /// Move `amount` between what a node's containers hold and its free room.
@@ -245,16 +283,18 @@ impl Ledger {
             Room::Advertised(n) | Room::Local(n) => n,
         };
         let advertised = matches!(room, Room::Advertised(_));
-        if back {
-            self.node_held[n] += amount;
-            if advertised {
-                self.node_reclaimed[n] -= amount;
+        self.change_node(n, |held, reclaimed| {
+            if back {
+                *held += amount;
+                if advertised {
+                    *reclaimed -= amount;
+                }
+            } else {
+                *held -= amount;
+                if advertised {
+                    *reclaimed += amount;
+                }
             }
-        } else {
-            self.node_held[n] -= amount;
-            if advertised {
-                self.node_reclaimed[n] += amount;
-            }
-        }
+        });
     }
 }
