@@ -657,7 +657,7 @@ pub fn classify(
 mod tests {
     use super::*;
 
-    fn queue(path: &str, parent: Option<u32>) -> Queue {
+    pub(super) fn queue(path: &str, parent: Option<u32>) -> Queue {
         Queue {
             path: path.into(),
             parent: parent.map(QueueIdx),
@@ -672,7 +672,7 @@ mod tests {
         }
     }
 
-    fn app(id: u32, q: u32, pending: u32) -> App {
+    pub(super) fn app(id: u32, q: u32, pending: u32) -> App {
         App {
             id: ApplicationId::new(1, id),
             name: format!("app{id}"),
@@ -713,7 +713,7 @@ mod tests {
         }
     }
 
-    fn node(name: &str) -> Node {
+    pub(super) fn node(name: &str) -> Node {
         Node {
             id: NodeId::new(name),
             capacity: Resource::new(8192, 8),

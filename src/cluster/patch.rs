@@ -438,42 +438,8 @@ fn sorted_by_age(view: &ClusterView, a: &App) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::{ApplicationAttemptId, ApplicationId, ContainerId, Node, NodeId, Queue};
-
-    fn queue(path: &str, parent: Option<u32>) -> Queue {
-        Queue {
-            path: path.into(),
-            parent: parent.map(QueueIdx),
-            children: vec![],
-            guaranteed: Resource::ZERO,
-            maximum: Resource::ZERO,
-            preemption_disabled: false,
-            job_class: None,
-            policy: None,
-            used: Resource::ZERO,
-            pending: Resource::ZERO,
-        }
-    }
-
-    fn app(id: u32, q: u32, pending: u32) -> App {
-        App {
-            id: ApplicationId::new(1, id),
-            name: String::new(),
-            queue: QueueIdx(q),
-            user: String::new(),
-            application_type: "MAPREDUCE".into(),
-            tags: vec![],
-            class: crate::cluster::JobClass::Long,
-            submitted_ms: 0,
-            progress: 0.0,
-            requests: vec![ResourceRequest {
-                capability: Resource::new(1024, 1),
-                num_containers: pending,
-            }],
-            pending_since_ms: None,
-            containers: vec![],
-        }
-    }
+    use crate::cluster::tests::{app, node, queue};
+    use crate::cluster::{ApplicationAttemptId, ApplicationId, ContainerId};
 
     fn container(app_id: u32, app: u32, n: u64, node: u32, started_ms: Millis) -> Container {
         Container {
@@ -497,14 +463,6 @@ mod tests {
     }
 
     fn empty_view() -> ClusterView {
-        let node = |name: &str| Node {
-            id: NodeId::new(name),
-            capacity: Resource::new(8192, 8),
-            advertised: Resource::new(8192, 8),
-            partition: Partition::General,
-            used: Resource::ZERO,
-            containers: vec![],
-        };
         ClusterView::new(
             vec![
                 queue("root", None),
