@@ -401,7 +401,7 @@ impl ClusterView {
     /// callers need not fill them.
     pub fn new(
         mut queues: Vec<Queue>,
-        mut apps: Vec<App>,
+        apps: Vec<App>,
         mut nodes: Vec<Node>,
         containers: Vec<Container>,
     ) -> Result<ClusterView, ViewError> {
@@ -424,130 +424,54 @@ impl ClusterView {
                 queues[p.get()].children.push(QueueIdx(i as u32));
             }
         }
-        let mut app_index = IdMap::with_capacity_and_hasher(apps.len(), Default::default());
-        for (i, a) in apps.iter_mut().enumerate() {
-            if a.queue.get() >= queues.len() {
-                return Err(ViewError::BadAppQueue {
-                    app: a.id,
-                    queue: a.queue.0,
-                });
-            }
-            if app_index.insert(a.id, i as u32).is_some() {
-                return Err(ViewError::Duplicate {
-                    what: "application",
-                    id: a.id.to_string(),
-                });
-            }
-            a.containers.clear();
-            let pending = a.pending();
-            queues[a.queue.get()].pending += pending;
-        }
         for n in &mut nodes {
             n.containers.clear();
             n.used = Resource::ZERO;
         }
-        let mut container_index =
-            ContainerIndex(hashbrown::HashTable::with_capacity(containers.len()));
-        let mut below_allocation = Vec::new();
-        let mut below_allocation_facts = Vec::new();
-        let mut oldest_first = vec![true; apps.len()];
-        let mut at_app = Vec::with_capacity(containers.len());
-        let mut at_node = Vec::with_capacity(containers.len());
-        let mut app_used = vec![Resource::ZERO; apps.len()];
-        for (i, c) in containers.iter().enumerate() {
-            let idx = ContainerIdx(i as u32);
-            if c.app.get() >= apps.len() {
-                return Err(ViewError::BadContainerRef {
-                    container: c.id,
-                    what: "application",
-                    index: c.app.0,
-                });
-            }
-            if c.node.get() >= nodes.len() {
-                return Err(ViewError::BadContainerRef {
-                    container: c.id,
-                    what: "node",
-                    index: c.node.0,
-                });
-            }
-            match container_index.0.entry(
-                id_hash(&c.id),
-                |&j| containers[j.get()].id == c.id,
-                |&j| id_hash(&containers[j.get()].id),
-            ) {
-                hashbrown::hash_table::Entry::Occupied(_) => {
-                    return Err(ViewError::Duplicate {
-                        what: "container",
-                        id: c.id.to_string(),
-                    });
-                }
-                hashbrown::hash_table::Entry::Vacant(v) => {
-                    v.insert(idx);
-                }
-            }
-            let listed = &mut apps[c.app.get()].containers;
-            if let Some(&prev) = listed.last() {
-                let p = &containers[prev.get()];
-                if (p.started_ms, p.id) > (c.started_ms, c.id) {
-                    oldest_first[c.app.get()] = false;
-                }
-            }
-            at_app.push(listed.len() as u32);
-            listed.push(idx);
-            at_node.push(nodes[c.node.get()].containers.len() as u32);
-            nodes[c.node.get()].containers.push(idx);
-            if c.is_live() {
-                if c.state != ContainerState::Running {
-                    below_allocation.push(idx);
-                    below_allocation_facts.push(BelowAllocation {
-                        container: idx,
-                        app: c.app,
-                        node: c.node,
-                        allocated: c.allocated,
-                        current: c.current,
-                        state: c.state,
-                        swapping: c.swapping,
-                    });
-                }
-                nodes[c.node.get()].used += c.allocated;
-                app_used[c.app.get()] += c.allocated;
-                let q = apps[c.app.get()].queue;
-                queues[q.get()].used += c.allocated;
-            }
-        }
-        // Children come after parents, so a reverse sweep rolls leaves up to the root.
-        for i in (1..queues.len()).rev() {
-            if let Some(p) = queues[i].parent {
-                let (used, pending) = (queues[i].used, queues[i].pending);
-                queues[p.get()].used += used;
-                queues[p.get()].pending += pending;
-            }
-        }
         let capacity = Resource::sum(nodes.iter().map(|n| &n.capacity));
-        let free = nodes
-            .iter()
-            .fold(Resource::ZERO, |a, n| a + n.capacity.saturating_sub(n.used));
         let reshaped = (0..nodes.len())
             .filter(|&i| is_reshaped(&nodes[i]))
             .map(|i| NodeIdx(i as u32))
             .collect();
-        Ok(ClusterView {
+        // Applications and containers go in as in-place changes (patch.rs) would add
+        // them, so that both keep the derived fields alike.
+        let n = containers.len();
+        let mut view = ClusterView {
             queues,
-            apps,
+            apps: Vec::with_capacity(apps.len()),
             nodes,
             containers,
             capacity,
-            container_index,
-            below_allocation,
-            below_allocation_facts,
-            oldest_first,
-            at_app,
-            at_node,
-            app_used,
-            app_index,
-            free,
+            container_index: ContainerIndex(hashbrown::HashTable::with_capacity(n)),
+            below_allocation: Vec::new(),
+            below_allocation_facts: Vec::new(),
+            oldest_first: Vec::with_capacity(apps.len()),
+            at_app: Vec::with_capacity(n),
+            at_node: Vec::with_capacity(n),
+            app_used: Vec::with_capacity(apps.len()),
+            app_index: IdMap::with_capacity_and_hasher(apps.len(), Default::default()),
+            free: Resource::ZERO,
             reshaped,
-        })
+        };
+        for a in apps {
+            view.add_app(a)?;
+        }
+        for i in 0..n {
+            view.link(ContainerIdx(i as u32), true)?;
+        }
+        // Children come after parents, so a reverse sweep rolls leaves up to the root.
+        let queues = &mut view.queues;
+        for i in (1..queues.len()).rev() {
+            if let Some(p) = queues[i].parent {
+                let used = queues[i].used;
+                queues[p.get()].used += used;
+            }
+        }
+        view.free = view
+            .nodes
+            .iter()
+            .fold(Resource::ZERO, |a, n| a + n.capacity.saturating_sub(n.used));
+        Ok(view)
     }
 
     /// Room not allocated on the nodes, summed: each node's capacity less what its

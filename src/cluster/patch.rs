@@ -110,6 +110,22 @@ impl ClusterView {
 
     /// Add a container to its application and node.
     pub fn add_container(&mut self, c: Container) -> Result<ContainerIdx, ViewError> {
+        let idx = ContainerIdx(self.containers.len() as u32);
+        self.containers.push(c);
+        if let Err(e) = self.link(idx, false) {
+            self.containers.pop();
+            return Err(e);
+        }
+        Ok(idx)
+    }
+
+    /// Hook container `idx`, already in the list, into the id index, its
+    /// application's and node's lists and the totals. Containers are linked in index
+    /// order, each after every lower one; on error nothing has changed. In `bulk`
+    /// (building a view), its allocation is added to its own queue only and the free
+    /// room is left alone: the caller rolls both up once at the end.
+    pub(super) fn link(&mut self, idx: ContainerIdx, bulk: bool) -> Result<(), ViewError> {
+        let c = &self.containers[idx.get()];
         if c.app.get() >= self.apps.len() {
             return Err(ViewError::BadContainerRef {
                 container: c.id,
@@ -124,7 +140,6 @@ impl ClusterView {
                 index: c.node.0,
             });
         }
-        let idx = ContainerIdx(self.containers.len() as u32);
         let containers = &self.containers;
         match self.container_index.0.entry(
             id_hash(&c.id),
@@ -141,28 +156,35 @@ impl ClusterView {
                 v.insert(idx);
             }
         }
-        let listed = &mut self.apps[c.app.get()].containers;
+        let (app, node, allocated) = (c.app, c.node, c.allocated);
+        let listed = &mut self.apps[app.get()].containers;
         if let Some(&prev) = listed.last() {
-            let p = &self.containers[prev.get()];
+            let p = &containers[prev.get()];
             if (p.started_ms, p.id) > (c.started_ms, c.id) {
-                self.oldest_first[c.app.get()] = false;
+                self.oldest_first[app.get()] = false;
             }
         }
         self.at_app.push(listed.len() as u32);
         listed.push(idx);
-        let on_node = &mut self.nodes[c.node.get()].containers;
+        let on_node = &mut self.nodes[node.get()].containers;
         self.at_node.push(on_node.len() as u32);
         on_node.push(idx);
         if c.is_live() {
-            self.hold(&c, true);
             if c.state != ContainerState::Running {
-                // The highest index: its place is at the end.
+                // The highest index linked so far: its place is at the end.
                 self.below_allocation.push(idx);
-                self.below_allocation_facts.push(below(idx, &c));
+                self.below_allocation_facts.push(below(idx, c));
+            }
+            if bulk {
+                self.nodes[node.get()].used += allocated;
+                self.app_used[app.get()] += allocated;
+                let q = self.apps[app.get()].queue;
+                self.queues[q.get()].used += allocated;
+            } else {
+                self.hold(app, node, allocated, true);
             }
         }
-        self.containers.push(c);
-        Ok(idx)
+        Ok(())
     }
 
     /// Remove a container. The last container moves into its index.
@@ -181,8 +203,8 @@ impl ClusterView {
             e.remove();
         }
         if c.is_live() {
-            let c = c.clone();
-            self.hold(&c, false);
+            let (app, node, allocated) = (c.app, c.node, c.allocated);
+            self.hold(app, node, allocated, false);
         }
         self.drop_below(i);
         let (app, node) = (self.containers[i.get()].app, self.containers[i.get()].node);
@@ -245,12 +267,13 @@ impl ClusterView {
         c.current = current;
         c.state = state;
         c.swapping = swapping;
-        let c = c.clone();
-        if was_live != c.is_live() {
-            self.hold(&c, c.is_live());
+        let (live, reduced) = (c.is_live(), c.state != ContainerState::Running);
+        let (app, node, allocated) = (c.app, c.node, c.allocated);
+        let fact = below(i, c);
+        if was_live != live {
+            self.hold(app, node, allocated, live);
         }
-        if c.is_live() && c.state != ContainerState::Running {
-            let fact = below(i, &c);
+        if live && reduced {
             match self.below_allocation.binary_search(&i) {
                 Ok(p) => self.below_allocation_facts[p] = fact,
                 Err(p) => {
@@ -367,22 +390,20 @@ impl ClusterView {
 
     /// Count a live container's allocation on its node, application and queues, or
     /// stop counting it.
-    fn hold(&mut self, c: &Container, on: bool) {
-        let queue = self.apps[c.app.get()].queue;
-        let n = &self.nodes[c.node.get()];
+    fn hold(&mut self, app: AppIdx, node: NodeIdx, allocated: Resource, on: bool) {
+        let queue = self.apps[app.get()].queue;
+        let n = &mut self.nodes[node.get()];
         self.free -= n.capacity.saturating_sub(n.used);
-        let node = &mut self.nodes[c.node.get()].used;
-        let app = &mut self.app_used[c.app.get()];
         if on {
-            *node += c.allocated;
-            *app += c.allocated;
-            self.roll_up(queue, c.allocated, Resource::ZERO);
+            n.used += allocated;
+            self.app_used[app.get()] += allocated;
+            self.roll_up(queue, allocated, Resource::ZERO);
         } else {
-            *node -= c.allocated;
-            *app -= c.allocated;
-            self.unroll(queue, c.allocated, Resource::ZERO);
+            n.used -= allocated;
+            self.app_used[app.get()] -= allocated;
+            self.unroll(queue, allocated, Resource::ZERO);
         }
-        let n = &self.nodes[c.node.get()];
+        let n = &self.nodes[node.get()];
         self.free += n.capacity.saturating_sub(n.used);
     }
 
