@@ -116,11 +116,11 @@ impl PolicyBridge {
 /// The policy reads a whole cluster every tick, as in the controller, but between two
 /// ticks only a few of thousands of containers change. So the view is built once and
 /// then patched ([`ClusterView::add_container`] and its kin): the containers the engine
-/// lists as changed ([`Core::track_changes`]) are added, updated or removed, attained
-/// service is brought up to now, and the applications' demand is refreshed. A tick
-/// costs O(changes + containers + applications + nodes) of plain writes, not a rebuild
-/// and re-index of every container. Debug builds compare every patched view with one
-/// built anew.
+/// lists as changed ([`Core::track_changes`]) are added, updated or removed, and the
+/// applications' demand is refreshed. A tick costs O(changes + applications + nodes)
+/// of plain writes, plus a pass over the containers for attained service when LAS
+/// reads it, not a rebuild and re-index of every container. Debug builds compare every
+/// patched view with one built anew.
 pub(crate) struct ViewBuilder {
     node_count: usize,
     view: Option<ClusterView>,
