@@ -306,6 +306,16 @@ pub struct BelowAllocation {
     pub swapping: bool,
 }
 
+/// What a policy tick reads of every node, copied out of the node list: passes over
+/// all nodes read one dense run instead of the larger `Node`s, which stop fitting the
+/// cache from some tens of thousands of nodes on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NodeFacts {
+    pub capacity: Resource,
+    pub advertised: Resource,
+    pub used: Resource,
+}
+
 /// An inconsistency found while assembling a view.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ViewError {
@@ -373,6 +383,9 @@ pub struct ClusterView {
     /// partition, in index order.
     #[serde(skip)]
     reshaped: Vec<NodeIdx>,
+    /// Per node, in node order.
+    #[serde(skip)]
+    node_facts: Vec<NodeFacts>,
 }
 
 /// Container id -> index. It holds only the indexes (the ids are in the view's
@@ -452,6 +465,7 @@ impl ClusterView {
             app_index: IdMap::with_capacity_and_hasher(apps.len(), Default::default()),
             free: Resource::ZERO,
             reshaped,
+            node_facts: Vec::new(),
         };
         for a in apps {
             view.add_app(a)?;
@@ -471,6 +485,7 @@ impl ClusterView {
             .nodes
             .iter()
             .fold(Resource::ZERO, |a, n| a + n.capacity.saturating_sub(n.used));
+        view.node_facts = view.nodes.iter().map(node_facts).collect();
         Ok(view)
     }
 
@@ -484,6 +499,11 @@ impl ClusterView {
     /// partition, in index order: every other node is as YARN configured it.
     pub fn reshaped_nodes(&self) -> &[NodeIdx] {
         &self.reshaped
+    }
+
+    /// [`NodeFacts`] of every node, in node order.
+    pub fn node_facts(&self) -> &[NodeFacts] {
+        &self.node_facts
     }
 
     pub fn queue(&self, i: QueueIdx) -> &Queue {
@@ -545,6 +565,14 @@ impl ClusterView {
     /// The queue an application runs in.
     pub fn queue_of(&self, c: &Container) -> &Queue {
         self.queue(self.app(c.app).queue)
+    }
+}
+
+fn node_facts(n: &Node) -> NodeFacts {
+    NodeFacts {
+        capacity: n.capacity,
+        advertised: n.advertised,
+        used: n.used,
     }
 }
 

@@ -312,6 +312,7 @@ impl ClusterView {
             Some(n) => {
                 n.advertised = advertised;
                 n.partition = partition;
+                self.node_facts[i.get()].advertised = advertised;
                 let listed = self.reshaped.binary_search(&i);
                 match (super::is_reshaped(n), listed) {
                     (true, Err(p)) => self.reshaped.insert(p, i),
@@ -386,6 +387,7 @@ impl ClusterView {
             && self.capacity == fresh.capacity
             && self.free == fresh.free
             && self.reshaped == fresh.reshaped
+            && self.node_facts == fresh.node_facts
     }
 
     /// Count a live container's allocation on its node, application and queues, or
@@ -405,6 +407,7 @@ impl ClusterView {
         }
         let n = &self.nodes[node.get()];
         self.free += n.capacity.saturating_sub(n.used);
+        self.node_facts[node.get()].used = n.used;
     }
 
     /// Add usage and demand to a queue and its ancestors.

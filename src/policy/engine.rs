@@ -1445,7 +1445,8 @@ impl<'a> Tick<'a> {
             c
         };
         for n in candidates {
-            let capacity = view.nodes[n].capacity;
+            let facts = &view.node_facts()[n];
+            let capacity = facts.capacity;
             let reclaimed = if off {
                 Resource::ZERO
             } else {
@@ -1457,7 +1458,7 @@ impl<'a> Tick<'a> {
                 Resource::ZERO
             };
             let advertised = capacity + reclaimed + extra;
-            let before = view.nodes[n].advertised;
+            let before = facts.advertised;
             if advertised == before {
                 continue;
             }

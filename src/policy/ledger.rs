@@ -4,10 +4,10 @@
 //! beyond the round cap) hold for all of them in one place.
 
 use super::amount::Amount;
-use crate::cluster::{ClusterView, Node};
+use crate::cluster::{ClusterView, NodeFacts};
 
 pub(crate) struct Ledger<'a> {
-    nodes: &'a [Node],
+    nodes: &'a [NodeFacts],
     parents: Vec<Option<usize>>,
     guaranteed: Vec<Amount>,
     disabled: Vec<bool>,
@@ -70,7 +70,7 @@ impl<'a> Ledger<'a> {
         node.reclaimed.resize(nn, Amount::ZERO);
         node.touched.clear();
         Ledger {
-            nodes: &view.nodes,
+            nodes: view.node_facts(),
             parents: view
                 .queues
                 .iter()
