@@ -192,12 +192,13 @@ pub struct SchedArgs {
     /// (yarn.preemptor.dice.max-task-waiting-ms; the Dice paper used 1000 s on Yahoo).
     #[arg(long, value_name = "SECS")]
     pub dice_max_wait_secs: Option<f64>,
-    /// Kairos: quantum W (default: 100 for Yahoo-like traces, else
-    /// yarn.preemptor.las.quantum-ms).
+    /// LAS quantum W, for kairos and capacity+las (default: 100 for Yahoo-like traces,
+    /// else yarn.preemptor.las.quantum-ms).
     #[arg(long, value_name = "SECS")]
     pub las_quantum_secs: Option<f64>,
-    /// Kairos: containers admitted beyond one per core (default: 2 on one-core nodes, as
-    /// in the thesis' simulations, else yarn.preemptor.las.extra-slots).
+    /// LAS containers admitted beyond one per core, for kairos and capacity+las (default:
+    /// 2 on one-core nodes, as in the thesis' simulations, else
+    /// yarn.preemptor.las.extra-slots).
     #[arg(long, value_name = "Q")]
     pub las_extra_slots: Option<u32>,
 }
@@ -521,11 +522,11 @@ fn sched_params(a: &SchedArgs) -> Result<SchedParams, SimError> {
         let s = number("--dice-max-wait-secs", s, Bound::Positive)?;
         p.policy.dice.max_task_waiting_ms = (s * 1000.0).round() as u64;
     }
-    p.kairos_quantum = a
+    p.las_quantum = a
         .las_quantum_secs
         .map(|s| number("--las-quantum-secs", s, Bound::Positive).map(secs))
         .transpose()?;
-    p.kairos_extra_slots = a.las_extra_slots;
+    p.las_extra_slots = a.las_extra_slots;
     if let Some(ms) = a.monitoring_interval_ms {
         if ms == 0 {
             return Err(SimError::Setting(

@@ -63,7 +63,7 @@ pub fn simulate(
         SchedulerKind::Fifo | SchedulerKind::Reserve | SchedulerKind::Capacity(_) => {
             let policy = match kind {
                 SchedulerKind::Capacity(policy) if policy != PolicyKind::None => Some((
-                    PolicyBridge::new(policy, p.policy.clone()),
+                    PolicyBridge::new(policy, p.policy_settings(wl, cfg.node_capacity)),
                     p.monitoring_interval(),
                 )),
                 _ => None,

@@ -4,10 +4,17 @@
 //! `capacity+<policy>` adds a preemption policy from src/policy/ that runs every
 //! monitoring interval on a [`ClusterView`](crate::cluster::ClusterView) of the
 //! simulated cluster.
+//!
+//! The RM places a container on the first node in its list with room, as heartbeats in
+//! a fixed order would. Under LAS it runs as an operator would configure YARN for
+//! Kairos: multi-node placement by least allocation (`ResourceUsageMultiNodeLookupPolicy`,
+//! Kairos' "fewest containers"), and queue limits against the N+Q capacity every node
+//! advertises, which is what YARN computes them against.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 
-use crate::cluster::{ClusterView, JobClass, Partition};
+use crate::cluster::{ClusterView, JobClass, Partition, PolicyKind};
+use crate::config::settings::PolicySettings;
 use crate::policy;
 use crate::resources::Resource;
 use crate::sim::bridge::{PolicyBridge, SimAction, ViewBuilder};
@@ -54,6 +61,9 @@ pub(crate) struct Central {
     blocked: Vec<bool>,
     /// Nodes with some room left.
     room: SlotSet,
+    /// Under least-allocation placement, the nodes of `room` by (allocated vcores,
+    /// allocated memory, node), and the key each is filed under.
+    least_used: Option<LeastUsed>,
     /// Per node, whether it advertises other than its capacity (bit 0) and whether its
     /// allocations exceed what it advertises (bit 1); how many do each; and how many
     /// nodes are outside the general partition. The idle check reads these counts
@@ -80,10 +90,19 @@ impl Central {
         policy: Option<(PolicyBridge, Time)>,
     ) -> Central {
         let n = core.nodes.len();
-        let cluster = core
-            .nodes
-            .iter()
-            .fold(Resource::ZERO, |a, x| a + x.capacity);
+        let las = policy
+            .as_ref()
+            .is_some_and(|(b, _)| las_admission(b.settings()));
+        // YARN's queue limits follow what the nodes advertise. LAS's N+Q admission is
+        // advertised for good, so the limits count it from the start; room other
+        // policies reclaim is advertised for a round and is not counted (see
+        // docs/simulator.md, "capacity+las").
+        let cluster = core.nodes.iter().fold(Resource::ZERO, |a, x| {
+            a + match &policy {
+                Some((b, _)) if las => policy::las::admission(x.capacity, &b.settings().las),
+                _ => x.capacity,
+            }
+        });
         let leaves: Vec<Leaf> = leaves
             .into_iter()
             .map(|spec| Leaf {
@@ -123,6 +142,10 @@ impl Central {
         for node in 0..n as u32 {
             room.insert(node);
         }
+        let least_used = las.then(|| LeastUsed {
+            order: (0..n as u32).map(|i| (0, 0, i)).collect(),
+            filed: vec![Some((0, 0)); n],
+        });
         Central {
             blocked: vec![false; leaves.len()],
             leaves,
@@ -132,6 +155,7 @@ impl Central {
             advertised: core.nodes.iter().map(|x| x.capacity).collect(),
             allocated: vec![Resource::ZERO; n],
             room,
+            least_used,
             node_flags: vec![0; n],
             mismatched: 0,
             overfull: 0,
@@ -175,6 +199,9 @@ impl Central {
         }
         let f = self.free(node);
         let has = f.vcores > 0 && f.memory_mb > 0;
+        if let Some(l) = &mut self.least_used {
+            l.refile(node, has.then_some(self.allocated[i]));
+        }
         if has {
             self.room.insert(node);
         } else {
@@ -182,14 +209,18 @@ impl Central {
         }
     }
 
-    /// A node the shape fits on, or `None`. Short-partition nodes (Dice) take no long
-    /// containers.
+    /// A node the shape fits on, or `None`: the least allocated one, or the first in
+    /// the list. Short-partition nodes (Dice) take no long containers.
     fn find_node(&self, core: &Core<'_, Msg>, shape: Resource, class: JobClass) -> Option<u32> {
-        self.room.items().iter().copied().find(|&n| {
+        let fits = |&n: &u32| {
             shape.fits_in(&self.free(n))
                 && !(class == JobClass::Long
                     && core.nodes[n as usize].partition == Partition::Short)
-        })
+        };
+        match &self.least_used {
+            Some(l) => l.order.iter().map(|&(_, _, n)| n).find(fits),
+            None => self.room.items().iter().copied().find(fits),
+        }
     }
 
     /// The capacity scheduler's loop: hand out containers while some queue under its
@@ -425,8 +456,159 @@ fn leaf_of(core: &Core<'_, Msg>, by_name: &[Option<u16>], by_class: [u16; 2], jo
     leaf.unwrap_or(by_class[(spec.class == JobClass::Long) as usize]) as usize
 }
 
+/// Nodes with room by allocation, least first, then by index.
+struct LeastUsed {
+    order: BTreeSet<(u32, u64, u32)>,
+    /// Per node, the allocation it is filed under in `order`, if it is there.
+    filed: Vec<Option<(u32, u64)>>,
+}
+
+impl LeastUsed {
+    /// File `node` under `allocated`, or take it out (`None`: no room left).
+    fn refile(&mut self, node: u32, allocated: Option<Resource>) {
+        let i = node as usize;
+        if let Some((v, m)) = self.filed[i].take() {
+            self.order.remove(&(v, m, node));
+        }
+        if let Some(a) = allocated {
+            self.order.insert((a.vcores, a.memory_mb, node));
+            self.filed[i] = Some((a.vcores, a.memory_mb));
+        }
+    }
+}
+
+/// Whether the policy may run LAS, whose N+Q admission every node then advertises:
+/// `las`, or `adaptive` mapping some application type (or its fallback) to it.
+fn las_admission(s: &PolicySettings) -> bool {
+    match s.kind {
+        PolicyKind::Las => true,
+        PolicyKind::Adaptive => {
+            s.adaptive.fallback == PolicyKind::Las
+                || s.adaptive
+                    .mapping
+                    .iter()
+                    .any(|(_, p)| *p == PolicyKind::Las)
+        }
+        _ => false,
+    }
+}
+
 /// Jobs are indexed in arrival order, so a resubmitted job goes back to its place.
 fn insert_by_arrival(q: &mut VecDeque<u32>, job: u32) {
     let pos = q.partition_point(|&j| j < job);
     q.insert(pos, job);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::SimSetup;
+    use crate::sim::engine::EngineConfig;
+    use crate::sim::sched::{SchedParams, SchedulerKind};
+    use crate::sim::trace::{TraceOptions, load};
+    use crate::sim::workload::SLOT;
+
+    fn yahoo(jobs: usize) -> crate::sim::workload::Workload {
+        let mut wl = load(
+            &crate::sim::testutil::bundled_trace("yahoo_sub1.tr"),
+            &TraceOptions::default(),
+        )
+        .unwrap();
+        wl.jobs.truncate(jobs);
+        wl
+    }
+
+    fn central(core: &Core<'_, Msg>, policy: PolicyKind) -> Central {
+        let p = SchedParams::default();
+        let kind = SchedulerKind::Capacity(policy);
+        let bridge = PolicyBridge::new(policy, p.policy_settings(core.wl, SLOT));
+        Central::new(
+            core,
+            p.leaves_for(kind),
+            Some((bridge, p.monitoring_interval())),
+        )
+    }
+
+    /// Under LAS queue limits count every node's N+Q admission and placement goes to
+    /// the least allocated node; under other policies limits are physical and the
+    /// first node with room takes the container.
+    #[test]
+    fn las_places_least_allocated_against_admitted_limits() {
+        let wl = yahoo(50);
+        let cfg = EngineConfig::new(10, SLOT);
+        let core: Core<'_, Msg> = Core::new(&wl, &cfg).unwrap();
+        let mut las = central(&core, PolicyKind::Las);
+        // Q = 2 on one-core nodes: three slots each.
+        assert_eq!(las.cluster, Resource::new(3 * 10 * 1024, 30));
+        assert_eq!(las.leaves[0].maximum, Resource::new(30 * 1024, 30));
+        let kill = central(&core, PolicyKind::Kill);
+        assert_eq!(kill.cluster, Resource::new(10 * 1024, 10));
+        assert!(kill.least_used.is_none());
+
+        // Every node advertises three slots; nodes 0-3 hold two containers, 4-8 one
+        // and node 9 none, then node 9 none but node 5 freed.
+        for n in 0..10u32 {
+            las.advertised[n as usize] = Resource::new(3 * 1024, 3);
+            las.allocated[n as usize] = SLOT.scale(match n {
+                0..=3 => 2.0,
+                4..=8 => 1.0,
+                _ => 0.0,
+            });
+            las.update_room(&core, n);
+        }
+        assert_eq!(las.find_node(&core, SLOT, JobClass::Long), Some(9));
+        las.allocated[9] = SLOT;
+        las.update_room(&core, 9);
+        assert_eq!(las.find_node(&core, SLOT, JobClass::Long), Some(4));
+        las.allocated[5] = Resource::ZERO;
+        las.update_room(&core, 5);
+        assert_eq!(las.find_node(&core, SLOT, JobClass::Short), Some(5));
+        // Full nodes leave the order; a shape that fits nowhere finds nothing.
+        for n in 0..10u32 {
+            las.allocated[n as usize] = las.advertised[n as usize];
+            las.update_room(&core, n);
+        }
+        assert_eq!(las.least_used.as_ref().map(|l| l.order.len()), Some(0));
+        assert_eq!(las.find_node(&core, SLOT, JobClass::Short), None);
+    }
+
+    /// End to end: four one-core nodes run a long job's four 1000 s tasks when a short
+    /// job of four 20 s tasks arrives. The capacity scheduler alone makes it wait for
+    /// the long tasks to end; under LAS the nodes admit more, the RM spreads the short
+    /// tasks one to a node, and each node suspends its long task (the most attained
+    /// service) for the new one and resumes it once that ends.
+    #[test]
+    fn capacity_las_admits_and_time_shares_a_short_job() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("burst.tr");
+        std::fs::write(&path, "0 4 1000 1000 1000 1000 1000\n10 4 20 20 20 20 20\n").unwrap();
+        let opts = TraceOptions {
+            cutoff_secs: Some(100.0),
+            ..TraceOptions::default()
+        };
+        let wl = load(&path, &opts).unwrap();
+        let mut params = SchedParams::default();
+        // On four vcores the default round budget (10%) could suspend nothing, and the
+        // long queue's 5% guarantee would keep its last vcore from being taken.
+        params.policy.total_preemption_per_round = 1.0;
+        params.queues = vec![
+            QueueSpec::new("short", 1.0, 1.0, Some(JobClass::Short)),
+            QueueSpec::new("long", 0.0, 1.0, Some(JobClass::Long)),
+        ];
+        let setup = SimSetup {
+            engine: EngineConfig::new(4, SLOT),
+            params,
+        };
+        let run =
+            |p| crate::sim::simulate(&wl, &setup, SchedulerKind::Capacity(p), &|_| {}).unwrap();
+        let p50 = |c: &crate::sim::report::ClassStats| c.completion.map_or(f64::NAN, |p| p.p50);
+        let (las, none) = (run(PolicyKind::Las), run(PolicyKind::None));
+        assert_eq!((las.short.finished, las.long.finished), (1, 1));
+        assert!(p50(&none.short) > 990.0, "{}", p50(&none.short));
+        assert!(p50(&las.short) < 60.0, "{}", p50(&las.short));
+        assert_eq!(las.preemptions.suspended, 4);
+        assert_eq!(las.preemptions.resumed, 4);
+        // The long job lost only the short job's time, not its work.
+        assert!(p50(&las.long) < p50(&none.long) + 60.0);
+    }
 }

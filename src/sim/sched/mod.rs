@@ -14,7 +14,7 @@ use std::str::FromStr;
 use serde::Serialize;
 
 use crate::cluster::{JobClass, PolicyKind};
-use crate::config::settings::PolicySettings;
+use crate::config::settings::{LasSettings, PolicySettings};
 use crate::resources::Resource;
 use crate::sim::workload::{MICROS_PER_MILLI, MICROS_PER_SEC, Time, TraceFamily, Workload};
 
@@ -219,11 +219,12 @@ pub struct SchedParams {
     pub pigeon_group: u32,
     pub pigeon_reserved: Option<f64>,
     pub pigeon_weight: u32,
-    /// Kairos: quantum W (`None`: the family's, 100 s for Yahoo, else
-    /// `yarn.preemptor.las.quantum-ms`) and Q extra containers per node (`None`: 2 on
-    /// one-core nodes as in the thesis' simulations, else `yarn.preemptor.las.extra-slots`).
-    pub kairos_quantum: Option<Time>,
-    pub kairos_extra_slots: Option<u32>,
+    /// LAS (kairos and capacity+las): quantum W (`None`: the family's, 100 s for Yahoo,
+    /// else `yarn.preemptor.las.quantum-ms`) and Q extra containers per node (`None`: 2
+    /// on one-core nodes as in the thesis' simulations, else
+    /// `yarn.preemptor.las.extra-slots`).
+    pub las_quantum: Option<Time>,
+    pub las_extra_slots: Option<u32>,
     /// Tiresias: nodes a task visits before going back to its scheduler, and the retry
     /// back-off.
     pub hop_limit: u32,
@@ -276,8 +277,8 @@ impl Default for SchedParams {
             pigeon_group: 100,
             pigeon_reserved: None,
             pigeon_weight: 20,
-            kairos_quantum: None,
-            kairos_extra_slots: None,
+            las_quantum: None,
+            las_extra_slots: None,
             hop_limit: 100,
             retry_delay: MICROS_PER_SEC,
             max_retry_delay: 64 * MICROS_PER_SEC,
@@ -364,9 +365,12 @@ impl SchedParams {
         }
     }
 
-    pub(crate) fn kairos_config(&self, wl: &Workload, node: Resource) -> kairos::KairosConfig {
+    /// LAS's W and Q for both `kairos` and `capacity+las`, so that the two compare:
+    /// the given values, else the family's W (the thesis' simulations) and Q = 2 on
+    /// one-core nodes, else the policy's YARN defaults.
+    pub(crate) fn las_settings(&self, wl: &Workload, node: Resource) -> LasSettings {
         let mut las = self.policy.las.clone();
-        las.quantum_ms = match self.kairos_quantum {
+        las.quantum_ms = match self.las_quantum {
             Some(q) => q / MICROS_PER_MILLI,
             None => wl
                 .family
@@ -375,11 +379,24 @@ impl SchedParams {
         }
         .max(1);
         las.extra_slots =
-            self.kairos_extra_slots
+            self.las_extra_slots
                 .unwrap_or(if node.vcores == 1 { 2 } else { las.extra_slots });
+        las
+    }
+
+    pub(crate) fn kairos_config(&self, wl: &Workload, node: Resource) -> kairos::KairosConfig {
         kairos::KairosConfig {
-            las,
+            las: self.las_settings(wl, node),
             footprint: self.policy.suspend.footprint,
+        }
+    }
+
+    /// The policy settings capacity+<policy> runs with: `policy`, with LAS's W and Q as
+    /// [`Self::las_settings`] gives them.
+    pub(crate) fn policy_settings(&self, wl: &Workload, node: Resource) -> PolicySettings {
+        PolicySettings {
+            las: self.las_settings(wl, node),
+            ..self.policy.clone()
         }
     }
 
