@@ -355,7 +355,8 @@ pub struct ClusterView {
     pub capacity: Resource,
     #[serde(skip)]
     container_index: ContainerIndex,
-    /// Live containers below their allocation (suspended or shrunk), in index order.
+    /// Live containers below their allocation (suspended or shrunk): in index order
+    /// as built, in no particular order once changed in place.
     #[serde(skip)]
     below_allocation: Vec<ContainerIdx>,
     /// The same containers, with what a policy tick reads of them.
@@ -370,6 +371,8 @@ pub struct ClusterView {
     /// what its live containers are allocated; application id -> index.
     #[serde(skip)]
     at_app: Vec<u32>,
+    /// Per container, its place in `below_allocation`, or `u32::MAX`.
+    at_below: Vec<u32>,
     #[serde(skip)]
     at_node: Vec<u32>,
     #[serde(skip)]
@@ -461,6 +464,7 @@ impl ClusterView {
             oldest_first: Vec::with_capacity(apps.len()),
             at_app: Vec::with_capacity(n),
             at_node: Vec::with_capacity(n),
+            at_below: Vec::with_capacity(n),
             app_used: Vec::with_capacity(apps.len()),
             app_index: IdMap::with_capacity_and_hasher(apps.len(), Default::default()),
             free: Resource::ZERO,
@@ -523,7 +527,8 @@ impl ClusterView {
     }
 
     /// Live containers that are suspended or shrunk, so that policies need not scan
-    /// every container to find them.
+    /// every container to find them. In index order when built by
+    /// [`ClusterView::new`]; in no particular order after in-place changes.
     pub fn below_allocation(&self) -> &[ContainerIdx] {
         &self.below_allocation
     }

@@ -66,7 +66,7 @@ impl ClusterView {
             self.app_index.insert(moved.id, i.0);
             for &c in &moved.containers {
                 self.containers[c.get()].app = i;
-                if let Ok(p) = self.below_allocation.binary_search(&c) {
+                if let Some(p) = self.below_at(c) {
                     self.below_allocation_facts[p].app = i;
                 }
             }
@@ -169,11 +169,10 @@ impl ClusterView {
         let on_node = &mut self.nodes[node.get()].containers;
         self.at_node.push(on_node.len() as u32);
         on_node.push(idx);
+        self.at_below.push(u32::MAX);
         if c.is_live() {
             if c.state != ContainerState::Running {
-                // The highest index linked so far: its place is at the end.
-                self.below_allocation.push(idx);
-                self.below_allocation_facts.push(below(idx, c));
+                self.push_below(idx, below(idx, c));
             }
             if bulk {
                 self.nodes[node.get()].used += allocated;
@@ -225,6 +224,7 @@ impl ClusterView {
         let removed = self.containers.swap_remove(i.get());
         self.at_app.swap_remove(i.get());
         self.at_node.swap_remove(i.get());
+        self.at_below.swap_remove(i.get());
         if i != last {
             let m = &self.containers[i.get()];
             self.apps[m.app.get()].containers[self.at_app[i.get()] as usize] = i;
@@ -236,14 +236,9 @@ impl ClusterView {
             {
                 *e.get_mut() = i;
             }
-            // `last` is the highest index: if listed below, it is listed last.
-            if self.below_allocation.last() == Some(&last) {
-                self.below_allocation.pop();
-                let mut fact = self.below_allocation_facts.pop().expect("kept in step");
-                fact.container = i;
-                let p = self.below_allocation.partition_point(|&x| x < i);
-                self.below_allocation.insert(p, i);
-                self.below_allocation_facts.insert(p, fact);
+            if let Some(p) = self.below_at(i) {
+                self.below_allocation[p] = i;
+                self.below_allocation_facts[p].container = i;
             }
         }
         Ok(removed)
@@ -274,12 +269,9 @@ impl ClusterView {
             self.hold(app, node, allocated, live);
         }
         if live && reduced {
-            match self.below_allocation.binary_search(&i) {
-                Ok(p) => self.below_allocation_facts[p] = fact,
-                Err(p) => {
-                    self.below_allocation.insert(p, i);
-                    self.below_allocation_facts.insert(p, fact);
-                }
+            match self.below_at(i) {
+                Some(p) => self.below_allocation_facts[p] = fact,
+                None => self.push_below(i, fact),
             }
         } else {
             self.drop_below(i);
@@ -382,12 +374,29 @@ impl ClusterView {
             && self.container_index.0.len() == self.containers.len()
             && self.app_index.len() == self.apps.len()
             && self.app_used == fresh.app_used
-            && self.below_allocation == fresh.below_allocation
-            && self.below_allocation_facts == fresh.below_allocation_facts
+            && self.below_agrees(&fresh)
             && self.capacity == fresh.capacity
             && self.free == fresh.free
             && self.reshaped == fresh.reshaped
             && self.node_facts == fresh.node_facts
+    }
+
+    /// The same containers below their allocation with the same facts, in any order,
+    /// each where `at_below` says.
+    fn below_agrees(&self, fresh: &ClusterView) -> bool {
+        let by_index = |v: &ClusterView| {
+            let mut f = v.below_allocation_facts.clone();
+            f.sort_unstable_by_key(|b| b.container);
+            f
+        };
+        let placed = self.below_allocation.iter().enumerate().all(|(p, &c)| {
+            self.below_at(c) == Some(p) && self.below_allocation_facts[p].container == c
+        });
+        let listed = self.at_below.iter().filter(|&&p| p != u32::MAX).count();
+        placed
+            && listed == self.below_allocation.len()
+            && self.at_below.len() == self.containers.len()
+            && by_index(self) == by_index(fresh)
     }
 
     /// Count a live container's allocation on its node, application and queues, or
@@ -432,10 +441,29 @@ impl ClusterView {
         }
     }
 
+    /// Where `i` is listed below its allocation, if it is.
+    fn below_at(&self, i: ContainerIdx) -> Option<usize> {
+        self.at_below
+            .get(i.get())
+            .filter(|&&p| p != u32::MAX)
+            .map(|&p| p as usize)
+    }
+
+    fn push_below(&mut self, i: ContainerIdx, fact: BelowAllocation) {
+        self.at_below[i.get()] = self.below_allocation.len() as u32;
+        self.below_allocation.push(i);
+        self.below_allocation_facts.push(fact);
+    }
+
+    /// Unlist `i`; the last listed container moves into its place.
     fn drop_below(&mut self, i: ContainerIdx) {
-        if let Ok(p) = self.below_allocation.binary_search(&i) {
-            self.below_allocation.remove(p);
-            self.below_allocation_facts.remove(p);
+        if let Some(p) = self.below_at(i) {
+            self.below_allocation.swap_remove(p);
+            self.below_allocation_facts.swap_remove(p);
+            self.at_below[i.get()] = u32::MAX;
+            if let Some(&m) = self.below_allocation.get(p) {
+                self.at_below[m.get()] = p as u32;
+            }
         }
     }
 }
@@ -520,8 +548,10 @@ mod tests {
             .unwrap();
         v.set_container_limits(c1, Limits::MIN_FOOTPRINT, ContainerState::Suspended, false)
             .unwrap();
-        assert_eq!(v.below_allocation(), &[c1, c2]);
-        assert!(v.below_allocation_facts()[1].swapping);
+        // Listed in the order they went below their allocation.
+        assert_eq!(v.below_allocation(), &[c2, c1]);
+        assert!(v.below_allocation_facts()[0].swapping);
+        assert!(!v.below_allocation_facts()[1].swapping);
         // Killed: listed, but no longer counted, and no longer below its allocation.
         v.set_container_limits(c1, Limits::MIN_FOOTPRINT, ContainerState::Killed, false)
             .unwrap();

@@ -459,20 +459,25 @@ impl<'a> Tick<'a> {
         } else {
             &[]
         };
-        for w in unmanaged {
-            if self.policy[w.app.get()] == PolicyKind::None {
-                let (ci, c) = (w.container, view.container(w.container));
-                let reason = if self.s.kind == PolicyKind::None {
-                    "policy is none: Preemptor is off and gives every container its allocation back"
-                        .to_string()
-                } else {
-                    format!(
-                        "queue {} has policy none: its containers get their allocation back",
-                        view.queue_of(c).path
-                    )
-                };
-                self.resume_fully(ci, PolicyKind::None, Room::Advertised(c.node.get()), reason);
-            }
+        // The view lists them in no particular order: act in id order.
+        let mut unmanaged: Vec<ContainerIdx> = unmanaged
+            .iter()
+            .filter(|w| self.policy[w.app.get()] == PolicyKind::None)
+            .map(|w| w.container)
+            .collect();
+        unmanaged.sort_unstable_by_key(|&ci| view.container(ci).id);
+        for ci in unmanaged {
+            let c = view.container(ci);
+            let reason = if self.s.kind == PolicyKind::None {
+                "policy is none: Preemptor is off and gives every container its allocation back"
+                    .to_string()
+            } else {
+                format!(
+                    "queue {} has policy none: its containers get their allocation back",
+                    view.queue_of(c).path
+                )
+            };
+            self.resume_fully(ci, PolicyKind::None, Room::Advertised(c.node.get()), reason);
         }
         let marked = std::mem::take(&mut self.marked);
         for ci in marked {
@@ -689,17 +694,24 @@ impl<'a> Tick<'a> {
         if !self.policy.contains(&PolicyKind::Graceful) {
             return;
         }
-        for w in self.waiting {
-            let (ci, c) = (w.container, view.container(w.container));
-            // One on its way back (picked for resumption) is relieved, not frozen.
-            if self.policy[w.app.get()] != PolicyKind::Graceful
-                || w.state != ContainerState::Shrunk
-                || !w.swapping
-                || self.acted.contains(ci)
-                || self.memos.get(ci).resume_picks > 0
-            {
-                continue;
-            }
+        // One on its way back (picked for resumption) is relieved, not frozen. The
+        // view lists them in no particular order and the ledger may refuse some: take
+        // in id order.
+        let mut swapping: Vec<ContainerIdx> = self
+            .waiting
+            .iter()
+            .filter(|w| {
+                self.policy[w.app.get()] == PolicyKind::Graceful
+                    && w.state == ContainerState::Shrunk
+                    && w.swapping
+                    && !self.acted.contains(w.container)
+                    && self.memos.get(w.container).resume_picks == 0
+            })
+            .map(|w| w.container)
+            .collect();
+        swapping.sort_unstable_by_key(|&ci| view.container(ci).id);
+        for ci in swapping {
+            let c = view.container(ci);
             let floor = self.floor(c);
             let to = Amount::new(self.limits(c).memory_mb, floor.vcores_milli);
             let amount = self.held(c) - self.held_at(c, to);
