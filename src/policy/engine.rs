@@ -1456,6 +1456,8 @@ impl<'a> Tick<'a> {
             c.dedup();
             c
         };
+        // Nodes mostly share a few shapes: admission is worked out once per shape run.
+        let mut admitted: Option<(Resource, Resource)> = None;
         for n in candidates {
             let facts = &view.node_facts()[n];
             let capacity = facts.capacity;
@@ -1464,10 +1466,14 @@ impl<'a> Tick<'a> {
             } else {
                 self.ledger.node_reclaimed(n).to_resource()
             };
-            let extra = if las_on {
-                las::admission(capacity, &self.s.las) - capacity
-            } else {
-                Resource::ZERO
+            let extra = match admitted {
+                _ if !las_on => Resource::ZERO,
+                Some((cap, extra)) if cap == capacity => extra,
+                _ => {
+                    let extra = las::admission(capacity, &self.s.las) - capacity;
+                    admitted = Some((capacity, extra));
+                    extra
+                }
             };
             let advertised = capacity + reclaimed + extra;
             let before = facts.advertised;
