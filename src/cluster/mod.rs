@@ -371,10 +371,11 @@ pub struct ClusterView {
     /// what its live containers are allocated; application id -> index.
     #[serde(skip)]
     at_app: Vec<u32>,
-    /// Per container, its place in `below_allocation`, or `u32::MAX`.
-    at_below: Vec<u32>,
     #[serde(skip)]
     at_node: Vec<u32>,
+    /// Per container, its place in `below_allocation`, or `u32::MAX`.
+    #[serde(skip)]
+    at_below: Vec<u32>,
     #[serde(skip)]
     app_used: Vec<Resource>,
     #[serde(skip)]

@@ -546,7 +546,7 @@ mod tests {
         assert!(kill.least_used.is_none());
 
         // Every node advertises three slots; nodes 0-3 hold two containers, 4-8 one
-        // and node 9 none, then node 9 none but node 5 freed.
+        // and node 9 none.
         for n in 0..10u32 {
             las.advertised[n as usize] = Resource::new(3 * 1024, 3);
             las.allocated[n as usize] = SLOT.scale(match n {
