@@ -76,6 +76,24 @@ pub fn reads_attained_service(view: &ClusterView, s: &PolicySettings) -> bool {
             .any(|a| select::app_policy(view, a, s) == PolicyKind::Las)
 }
 
+/// Whether untagged applications may run under LAS with these settings alone (no
+/// queue overrides): `las`, or `adaptive` mapping some application type, or falling
+/// back, to it. Where it holds, nodes advertise LAS's N+Q admission whenever such an
+/// application runs.
+pub fn may_run_las(s: &PolicySettings) -> bool {
+    match s.kind {
+        PolicyKind::Las => true,
+        PolicyKind::Adaptive => {
+            s.adaptive.fallback == PolicyKind::Las
+                || s.adaptive
+                    .mapping
+                    .iter()
+                    .any(|(_, p)| *p == PolicyKind::Las)
+        }
+        _ => false,
+    }
+}
+
 /// Decide one tick. In `observe_only` mode the plan carries what would have been done
 /// in `observed` and no actions, and the state does not remember any of it.
 pub fn decide(view: &ClusterView, state: &mut PolicyState, now: Millis) -> Plan {

@@ -70,3 +70,26 @@ fn not_running(view: &ClusterView) -> Vec<&Container> {
 fn footprint_of(c: &Container, s: &PolicySettings) -> Limits {
     s.suspend.footprint.component_min(Limits::from(c.allocated))
 }
+
+/// LAS may run under `las`, and under `adaptive` only where its mapping or fallback
+/// names it.
+#[test]
+fn las_may_run_under_las_or_an_adaptive_mapping_to_it() {
+    let mut s = PolicySettings::default();
+    for (kind, may) in [
+        (PolicyKind::Las, true),
+        (PolicyKind::Kill, false),
+        (PolicyKind::Graceful, false),
+        (PolicyKind::Adaptive, false),
+    ] {
+        s.kind = kind;
+        assert_eq!(crate::policy::may_run_las(&s), may, "{kind:?}");
+    }
+    s.adaptive
+        .mapping
+        .push(("TEZ".to_string(), PolicyKind::Las));
+    assert!(crate::policy::may_run_las(&s));
+    s.adaptive.mapping.pop();
+    s.adaptive.fallback = PolicyKind::Las;
+    assert!(crate::policy::may_run_las(&s));
+}

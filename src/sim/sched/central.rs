@@ -13,8 +13,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use crate::cluster::{ClusterView, JobClass, Partition, PolicyKind};
-use crate::config::settings::PolicySettings;
+use crate::cluster::{ClusterView, JobClass, Partition};
 use crate::policy;
 use crate::resources::Resource;
 use crate::sim::bridge::{PolicyBridge, SimAction, ViewBuilder};
@@ -90,18 +89,18 @@ impl Central {
         policy: Option<(PolicyBridge, Time)>,
     ) -> Central {
         let n = core.nodes.len();
+        // The simulated cluster's applications carry no tags: the settings alone say
+        // whether LAS may run.
         let las = policy
             .as_ref()
-            .is_some_and(|(b, _)| las_admission(b.settings()));
+            .map(|(b, _)| b.settings())
+            .filter(|s| policy::may_run_las(s));
         // YARN's queue limits follow what the nodes advertise. LAS's N+Q admission is
         // advertised for good, so the limits count it from the start; room other
         // policies reclaim is advertised for a round and is not counted (see
         // docs/simulator.md, "capacity+las").
         let cluster = core.nodes.iter().fold(Resource::ZERO, |a, x| {
-            a + match &policy {
-                Some((b, _)) if las => policy::las::admission(x.capacity, &b.settings().las),
-                _ => x.capacity,
-            }
+            a + las.map_or(x.capacity, |s| policy::las::admission(x.capacity, &s.las))
         });
         let leaves: Vec<Leaf> = leaves
             .into_iter()
@@ -142,7 +141,7 @@ impl Central {
         for node in 0..n as u32 {
             room.insert(node);
         }
-        let least_used = las.then(|| LeastUsed {
+        let least_used = las.is_some().then(|| LeastUsed {
             order: (0..n as u32).map(|i| (0, 0, i)).collect(),
             filed: vec![Some((0, 0)); n],
         });
@@ -477,22 +476,6 @@ impl LeastUsed {
     }
 }
 
-/// Whether the policy may run LAS, whose N+Q admission every node then advertises:
-/// `las`, or `adaptive` mapping some application type (or its fallback) to it.
-fn las_admission(s: &PolicySettings) -> bool {
-    match s.kind {
-        PolicyKind::Las => true,
-        PolicyKind::Adaptive => {
-            s.adaptive.fallback == PolicyKind::Las
-                || s.adaptive
-                    .mapping
-                    .iter()
-                    .any(|(_, p)| *p == PolicyKind::Las)
-        }
-        _ => false,
-    }
-}
-
 /// Jobs are indexed in arrival order, so a resubmitted job goes back to its place.
 fn insert_by_arrival(q: &mut VecDeque<u32>, job: u32) {
     let pos = q.partition_point(|&j| j < job);
@@ -502,6 +485,7 @@ fn insert_by_arrival(q: &mut VecDeque<u32>, job: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::PolicyKind;
     use crate::sim::SimSetup;
     use crate::sim::engine::EngineConfig;
     use crate::sim::sched::{SchedParams, SchedulerKind};
