@@ -276,8 +276,17 @@ pub type IdMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDef
 
 /// A NodeManager's id as the RM reports it: `host:port`. Shared, not copied: a policy
 /// tick names nodes in thousands of actions and pending kills.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Debug, Hash, PartialOrd, Ord)]
 pub struct NodeId(Arc<str>);
+
+/// Copies of one id compare without reading the text (`Arc<str>` compares bytes).
+impl PartialEq for NodeId {
+    fn eq(&self, other: &NodeId) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+    }
+}
+
+impl Eq for NodeId {}
 
 impl Serialize for NodeId {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

@@ -19,11 +19,11 @@ use super::las::{self, LasCause, LasGate, LasTask};
 use super::ledger::{Ledger, NodeBuffers, Room};
 use super::plan::{Action, ActionKind, Before, PendingKill, Plan};
 use super::select::{app_policy, is_share_based};
-use super::state::{DiceState, Memos, PolicyState};
+use super::state::{DiceState, LasTimers, Memos, PolicyState};
 use super::victims::{describe_remaining, jobs_by_remaining_time, newest_key, smallest_first};
 use crate::cluster::{
     AppIdx, BelowAllocation, ClusterView, Container, ContainerIdx, ContainerState, IdMap, JobClass,
-    Millis, NodeId, Partition, PolicyKind,
+    Millis, Partition, PolicyKind,
 };
 use crate::config::settings::PolicySettings;
 use crate::resources::{Limits, Resource};
@@ -152,7 +152,7 @@ struct Tick<'a> {
     marked: Vec<ContainerIdx>,
     marked_set: Acted,
     acted: Acted,
-    las_checks: &'a mut IdMap<NodeId, Millis>,
+    las_checks: &'a mut LasTimers,
     las_active: bool,
     dice_active: bool,
     las: Option<LasScan>,
@@ -248,7 +248,7 @@ impl<'a> Tick<'a> {
         now: Millis,
         memos: Memos<'a>,
         dice_sampled_until: Option<Millis>,
-        las_checks: &'a mut IdMap<NodeId, Millis>,
+        las_checks: &'a mut LasTimers,
         node_buffers: NodeBuffers,
     ) -> Self {
         let total = Amount::from(view.capacity);
@@ -284,8 +284,7 @@ impl<'a> Tick<'a> {
                 // read only where one waits: the zeroed arrays stay untouched (and
                 // unpaged) elsewhere.
                 if l.waiting[n] == 0 {
-                    let id = &view.nodes[n].id;
-                    l.due[n] = las_checks.get(id).is_none_or(|&t| t <= now);
+                    l.due[n] = las_checks.get(view, n).is_none_or(|t| t <= now);
                     l.smallest[n] = reclaimed;
                 }
                 l.waiting[n] += 1;
@@ -1158,14 +1157,8 @@ impl<'a> Tick<'a> {
                 self.memos.get_mut(idx[i], c.id).quantum_start = Some(t.since_ms);
             }
         }
-        match las::next_expiry(&tasks, &s.las) {
-            Some(next) => {
-                self.las_checks.insert(node.id.clone(), next);
-            }
-            None => {
-                self.las_checks.remove(&node.id);
-            }
-        }
+        self.las_checks
+            .set(view, n, las::next_expiry(&tasks, &s.las));
         let running = Amount::sum(tasks.iter().filter(|t| t.running).map(|t| t.demand));
         if !running.fits_in(&cap) {
             self.notes.push(format!(

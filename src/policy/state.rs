@@ -27,7 +27,7 @@ pub struct PolicyState {
     pub(crate) dice: DiceState,
     /// LAS: per node, when it next needs a look even if nothing arrives or finishes
     /// there (its earliest quantum expiry while a container waits).
-    pub(crate) las_checks: IdMap<NodeId, Millis>,
+    pub(crate) las_checks: LasTimers,
     /// The last tick's per-node arrays, reused by the next.
     pub(crate) node_buffers: NodeBuffers,
 }
@@ -39,7 +39,7 @@ impl PolicyState {
             settings,
             memos: MemoStore::default(),
             dice: DiceState::default(),
-            las_checks: IdMap::default(),
+            las_checks: LasTimers::default(),
             node_buffers: NodeBuffers::default(),
         }
     }
@@ -100,6 +100,48 @@ impl Memo {
         self.resume_picks = 0;
         self.last_pick_at = None;
         self.last_step_at = None;
+    }
+}
+
+/// LAS timers by node, laid out as the last view listed its nodes, each with its
+/// node's id. A tick finds a node's timer by its place instead of hashing its id (the
+/// simulator's ticks look up thousands); a view that lists its nodes otherwise gets
+/// the timers re-laid by id. Every entry is its own node's, so an entry whose id
+/// matches is right even when other places moved.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LasTimers {
+    at: Vec<(NodeId, Option<Millis>)>,
+}
+
+impl LasTimers {
+    /// When node `n` of `view` next needs a look, if it has a timer.
+    pub fn get(&mut self, view: &ClusterView, n: usize) -> Option<Millis> {
+        self.align(view, n);
+        self.at[n].1
+    }
+
+    pub fn set(&mut self, view: &ClusterView, n: usize, at: Option<Millis>) {
+        self.align(view, n);
+        self.at[n].1 = at;
+    }
+
+    /// Lays the timers out as `view` lists its nodes unless place `n` already holds
+    /// its node. Timers of nodes no longer in the view are dropped: a node that comes
+    /// back gets a look at once, which a node without a timer always gets.
+    fn align(&mut self, view: &ClusterView, n: usize) {
+        if self.at.len() == view.nodes.len() && self.at[n].0 == view.nodes[n].id {
+            return;
+        }
+        let by_id: IdMap<NodeId, Millis> = self
+            .at
+            .drain(..)
+            .filter_map(|(id, t)| Some((id, t?)))
+            .collect();
+        self.at = view
+            .nodes
+            .iter()
+            .map(|node| (node.id.clone(), by_id.get(&node.id).copied()))
+            .collect();
     }
 }
 
