@@ -234,8 +234,21 @@ fn dice_samples(
     scan
 }
 
-fn secs(ms: u64) -> String {
-    format!("{:.0} s", ms as f64 / 1000.0)
+/// Milliseconds shown as whole seconds ("12 s"), rounded half to even as `{:.0}`
+/// rounds, in integers: LAS names attained service in every move's reason.
+#[derive(Clone, Copy)]
+struct Secs(u64);
+
+impl std::fmt::Display for Secs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (q, r) = (self.0 / 1000, self.0 % 1000);
+        let q = if r > 500 || (r == 500 && q % 2 == 1) {
+            q + 1
+        } else {
+            q
+        };
+        write!(f, "{q} s")
+    }
 }
 
 impl<'a> Tick<'a> {
@@ -652,7 +665,7 @@ impl<'a> Tick<'a> {
             if self.now >= at.saturating_add(wait) {
                 let reason = format!(
                     "marked for preemption at {at} ms; the ApplicationMaster did not release it within max-wait-before-kill ({})",
-                    secs(wait)
+                    Secs(wait)
                 );
                 self.kill(ci, reason, None);
             } else {
@@ -1094,16 +1107,16 @@ impl<'a> Tick<'a> {
                 &mut moves,
             );
         }
-        let w = secs(s.las.quantum_ms);
+        let w = Secs(s.las.quantum_ms);
         for mv in &moves {
             let ci = idx[mv.task];
             let c = view.container(ci);
             let t = &tasks[mv.task];
-            let attained = secs(c.attained_service_ms);
+            let attained = Secs(c.attained_service_ms);
             let other = mv.for_task.map(|b| {
                 (
                     view.container(idx[b]).id,
-                    secs(view.container(idx[b]).attained_service_ms),
+                    Secs(view.container(idx[b]).attained_service_ms),
                 )
             });
             let for_queue = mv
@@ -1187,7 +1200,7 @@ impl<'a> Tick<'a> {
             {
                 let reason = format!(
                     "suspension timeout ({}) is over and the room it lent is free again",
-                    secs(s.suspension_timeout_ms)
+                    Secs(s.suspension_timeout_ms)
                 );
                 self.resume_fully(ci, PolicyKind::Dice, Room::Advertised(c.node.get()), reason);
             }
@@ -1254,7 +1267,7 @@ impl<'a> Tick<'a> {
                 .reduce(Amount::component_min);
             let header = format!(
                 "Dice window: short tasks waited {} on average (r = {:.2}, {} model p = {:.2}); opportunistic preemption request to this node, one of {}",
-                secs(report.mean_wait_ms as u64),
+                Secs(report.mean_wait_ms as u64),
                 report.r,
                 s.preemption_model.name(),
                 report.p_preemption,
@@ -1570,6 +1583,27 @@ impl<'a> Tick<'a> {
             round_cap,
             dice,
             notes: self.notes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Secs;
+
+    #[test]
+    fn whole_seconds_round_as_float_formatting_does() {
+        let edges = (0..5u64).flat_map(|q| [q * 1000 + 499, q * 1000 + 500, q * 1000 + 501]);
+        for ms in (0..20_000u64)
+            .step_by(7)
+            .chain(edges)
+            .chain([u32::MAX as u64])
+        {
+            assert_eq!(
+                Secs(ms).to_string(),
+                format!("{:.0} s", ms as f64 / 1000.0),
+                "{ms} ms"
+            );
         }
     }
 }
