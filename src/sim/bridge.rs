@@ -119,13 +119,17 @@ impl PolicyBridge {
 /// lists as changed ([`Core::track_changes`]) are added, updated or removed, and the
 /// applications' demand is refreshed. A tick costs O(changes + applications + nodes)
 /// of plain writes, plus a pass over the containers for attained service when LAS
-/// reads it, not a rebuild and re-index of every container. Debug builds compare every
+/// reads it (skipping frozen ones), not a rebuild and re-index of every container. Debug builds compare every
 /// patched view with one built anew.
 pub(crate) struct ViewBuilder {
     node_count: usize,
     view: Option<ClusterView>,
     /// View container index -> simulator slot.
     slots: Vec<u32>,
+    /// View container index -> whether the container makes no progress (speed 0) as
+    /// of its last change. Speed only changes with a change the engine lists, so its
+    /// attained service stands still until then and need not be brought up to now.
+    frozen: Vec<bool>,
     /// Simulator slot -> view container index (`ABSENT` when not in the view).
     at_slot: Vec<u32>,
     /// Job -> view application index (`ABSENT` when not in the view), and back.
@@ -146,6 +150,7 @@ impl ViewBuilder {
             node_count: nodes,
             view: None,
             slots: Vec::new(),
+            frozen: Vec::new(),
             at_slot: Vec::new(),
             app_of: Vec::new(),
             job_of: Vec::new(),
@@ -219,6 +224,7 @@ impl ViewBuilder {
     ) -> Result<ClusterView, ViewError> {
         core.track_changes();
         self.slots.clear();
+        self.frozen.clear();
         self.at_slot.clear();
         self.job_of.clear();
         self.app_of = vec![ABSENT; core.jobs.len()];
@@ -287,6 +293,9 @@ impl ViewBuilder {
         let attained = reads_attained(view);
         if attained {
             for (i, &s) in self.slots.iter().enumerate() {
+                if self.frozen[i] {
+                    continue;
+                }
                 core.advance(s);
                 view.set_attained_service(ContainerIdx(i as u32), attained_ms(core.container(s)))?;
             }
@@ -312,11 +321,13 @@ impl ViewBuilder {
                 let i = ContainerIdx(at);
                 if Some(view.container(i).id) == id {
                     view.set_container_limits(i, k.current, k.state, swapping(core, k))?;
+                    self.frozen[at as usize] = k.speed == 0.0;
                     continue;
                 }
                 // Gone, or its slot reused by another container.
                 view.remove_container(i)?;
                 self.slots.swap_remove(at as usize);
+                self.frozen.swap_remove(at as usize);
                 self.at_slot[s as usize] = ABSENT;
                 if let Some(&m) = self.slots.get(at as usize) {
                     self.at_slot[m as usize] = at;
@@ -327,6 +338,7 @@ impl ViewBuilder {
                 let app = self.app(view, core, k.job, leaf)?;
                 let i = view.add_container(sim_container(core, k, id, app))?;
                 self.slots.push(s);
+                self.frozen.push(k.speed == 0.0);
                 self.at_slot[s as usize] = i.0;
             }
         }
