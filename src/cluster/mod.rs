@@ -387,6 +387,13 @@ pub struct ClusterView {
     /// partition, in index order.
     #[serde(skip)]
     reshaped: Vec<NodeIdx>,
+    /// How many nodes have each (capacity, advertised) pair, and how many are outside
+    /// the general partition: a policy that wants every node to advertise one function
+    /// of its capacity (LAS's N+Q) checks a few pairs instead of every node.
+    #[serde(skip)]
+    node_shapes: IdMap<(Resource, Resource), u32>,
+    #[serde(skip)]
+    partitioned: usize,
     /// Per node, in node order.
     #[serde(skip)]
     node_facts: Vec<NodeFacts>,
@@ -450,6 +457,14 @@ impl ClusterView {
             .filter(|&i| is_reshaped(&nodes[i]))
             .map(|i| NodeIdx(i as u32))
             .collect();
+        let mut node_shapes: IdMap<(Resource, Resource), u32> = IdMap::default();
+        for n in &nodes {
+            *node_shapes.entry((n.capacity, n.advertised)).or_default() += 1;
+        }
+        let partitioned = nodes
+            .iter()
+            .filter(|n| n.partition != Partition::General)
+            .count();
         // Applications and containers go in as in-place changes (patch.rs) would add
         // them, so that both keep the derived fields alike.
         let n = containers.len();
@@ -470,6 +485,8 @@ impl ClusterView {
             app_index: IdMap::with_capacity_and_hasher(apps.len(), Default::default()),
             free: Resource::ZERO,
             reshaped,
+            node_shapes,
+            partitioned,
             node_facts: Vec::new(),
         };
         for a in apps {
@@ -504,6 +521,17 @@ impl ClusterView {
     /// partition, in index order: every other node is as YARN configured it.
     pub fn reshaped_nodes(&self) -> &[NodeIdx] {
         &self.reshaped
+    }
+
+    /// Every (capacity, advertised) pair some node has, each once, in no particular
+    /// order.
+    pub fn node_shapes(&self) -> impl Iterator<Item = (Resource, Resource)> + '_ {
+        self.node_shapes.keys().copied()
+    }
+
+    /// How many nodes are outside the general partition.
+    pub fn partitioned_nodes(&self) -> usize {
+        self.partitioned
     }
 
     /// [`NodeFacts`] of every node, in node order.

@@ -302,6 +302,19 @@ impl ClusterView {
     ) -> Result<(), ViewError> {
         match self.nodes.get_mut(i.get()) {
             Some(n) => {
+                let before = (n.capacity, n.advertised);
+                if let Some(k) = self.node_shapes.get_mut(&before) {
+                    *k -= 1;
+                    if *k == 0 {
+                        self.node_shapes.remove(&before);
+                    }
+                }
+                *self
+                    .node_shapes
+                    .entry((n.capacity, advertised))
+                    .or_default() += 1;
+                let general = |p: Partition| usize::from(p == Partition::General);
+                self.partitioned = self.partitioned + general(n.partition) - general(partition);
                 n.advertised = advertised;
                 n.partition = partition;
                 self.node_facts[i.get()].advertised = advertised;
@@ -378,6 +391,8 @@ impl ClusterView {
             && self.capacity == fresh.capacity
             && self.free == fresh.free
             && self.reshaped == fresh.reshaped
+            && self.node_shapes == fresh.node_shapes
+            && self.partitioned == fresh.partitioned
             && self.node_facts == fresh.node_facts
     }
 

@@ -1383,6 +1383,9 @@ impl<'a> Tick<'a> {
         }
         if !self.dice_active {
             let view = self.view;
+            if view.partitioned_nodes() == 0 {
+                return;
+            }
             self.partition_changes = view
                 .reshaped_nodes()
                 .iter()
@@ -1446,11 +1449,25 @@ impl<'a> Tick<'a> {
         let view = self.view;
         let off = self.s.kind == PolicyKind::None;
         let las_on = self.las_active;
-        // Without LAS (whose admission adds slots everywhere), only a node that
-        // advertises other than its capacity or had room reclaimed this tick can need
-        // a change: the rest advertise their capacity already.
-        let candidates: Vec<usize> = if las_on {
+        // A node the tick did not touch has nothing reclaimed, so it needs a change
+        // only if it advertises other than its capacity (plus LAS's admission): without
+        // LAS, a reshaped node; under LAS, a node of a (capacity, advertised) pair that
+        // does not match, which a few pairs tell for all nodes.
+        let admitted_everywhere = || {
+            view.node_shapes()
+                .all(|(capacity, advertised)| advertised == las::admission(capacity, &self.s.las))
+        };
+        let candidates: Vec<usize> = if las_on && !admitted_everywhere() {
             (0..view.nodes.len()).collect()
+        } else if las_on {
+            let mut c: Vec<usize> = self
+                .ledger
+                .touched_nodes()
+                .iter()
+                .map(|&n| n as usize)
+                .collect();
+            c.sort_unstable();
+            c
         } else {
             let mut c: Vec<usize> = view
                 .reshaped_nodes()
