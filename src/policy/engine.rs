@@ -283,6 +283,9 @@ impl<'a> Tick<'a> {
             smallest: vec![Amount::ZERO; nn],
             due: vec![false; nn],
         });
+        // Summed per queue and taken once each: thousands wait under LAS, each a walk up
+        // its queue's lineage.
+        let mut from_queue = vec![Amount::ZERO; view.queues.len()];
         for w in waiting {
             let (n, a) = (w.node.get(), w.app.get());
             let held = held_in(w.allocated, w.current, w.state, s.suspend.footprint);
@@ -291,7 +294,7 @@ impl<'a> Tick<'a> {
             // other policy advertises it.
             let las_node = las.as_mut().filter(|_| policy[a] == PolicyKind::Las);
             ledger.reduced_before(n, reclaimed, las_node.is_none());
-            ledger.take_from_queue(view.apps[a].queue.get(), reclaimed);
+            from_queue[view.apps[a].queue.get()] += reclaimed;
             if let Some(l) = las_node {
                 // Per-node fields are set at the node's first waiting container and
                 // read only where one waits: the zeroed arrays stay untouched (and
@@ -303,6 +306,11 @@ impl<'a> Tick<'a> {
                 l.waiting[n] += 1;
                 l.waiting_held[n] += held;
                 l.smallest[n] = l.smallest[n].component_min(reclaimed);
+            }
+        }
+        for (q, amount) in from_queue.into_iter().enumerate() {
+            if amount != Amount::ZERO {
+                ledger.take_from_queue(q, amount);
             }
         }
         // A marked container still runs, but its queue no longer counts on it.
