@@ -1465,30 +1465,20 @@ impl<'a> Tick<'a> {
             view.node_shapes()
                 .all(|(capacity, advertised)| advertised == las::admission(capacity, &self.s.las))
         };
-        let candidates: Vec<usize> = if las_on && !admitted_everywhere() {
-            (0..view.nodes.len()).collect()
+        // Touched nodes come in the order first touched, thousands under LAS: only the
+        // few that change are sorted into node order.
+        let all = 0..view.nodes.len();
+        let touched = self.ledger.touched_nodes().iter().map(|&n| n as usize);
+        let candidates: Box<dyn Iterator<Item = usize>> = if las_on && !admitted_everywhere() {
+            Box::new(all)
         } else if las_on {
-            let mut c: Vec<usize> = self
-                .ledger
-                .touched_nodes()
-                .iter()
-                .map(|&n| n as usize)
-                .collect();
-            c.sort_unstable();
-            c
+            Box::new(touched)
         } else {
-            let mut c: Vec<usize> = view
-                .reshaped_nodes()
-                .iter()
-                .map(|n| n.get())
-                .chain(self.ledger.touched_nodes().iter().map(|&n| n as usize))
-                .collect();
-            c.sort_unstable();
-            c.dedup();
-            c
+            Box::new(view.reshaped_nodes().iter().map(|n| n.get()).chain(touched))
         };
         // Nodes mostly share a few shapes: admission is worked out once per shape run.
         let mut admitted: Option<(Resource, Resource)> = None;
+        let mut changes: Vec<(usize, Resource, Resource)> = Vec::new();
         for n in candidates {
             let facts = &view.node_facts()[n];
             let capacity = facts.capacity;
@@ -1506,11 +1496,16 @@ impl<'a> Tick<'a> {
                     extra
                 }
             };
-            let advertised = capacity + reclaimed + extra;
-            let before = facts.advertised;
-            if advertised == before {
-                continue;
+            if capacity + reclaimed + extra != facts.advertised {
+                changes.push((n, reclaimed, extra));
             }
+        }
+        changes.sort_unstable_by_key(|&(n, ..)| n);
+        changes.dedup_by_key(|&mut (n, ..)| n);
+        for (n, reclaimed, extra) in changes {
+            let facts = &view.node_facts()[n];
+            let (capacity, before) = (facts.capacity, facts.advertised);
+            let advertised = capacity + reclaimed + extra;
             let node = &view.nodes[n];
             let mut reason = format!("physical {capacity}");
             if reclaimed.any_positive() {
