@@ -250,10 +250,13 @@ impl ViewBuilder {
         advertised: &[Resource],
         reads_attained: impl Fn(&ClusterView) -> bool,
     ) -> Result<bool, ViewError> {
+        // From the dense node facts: a node's partition is read only where some node
+        // is partitioned.
         for (n, &adv) in advertised.iter().enumerate().take(view.nodes.len()) {
             let part = core.nodes[n].partition;
-            let v = &view.nodes[n];
-            if v.advertised != adv || v.partition != part {
+            let moved = (part != Partition::General || view.partitioned_nodes() > 0)
+                && view.nodes[n].partition != part;
+            if view.node_facts()[n].advertised != adv || moved {
                 view.set_node(NodeIdx(n as u32), adv, part)?;
             }
         }
