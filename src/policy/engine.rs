@@ -576,16 +576,21 @@ impl<'a> Tick<'a> {
                 std::cmp::Reverse(view.container(ci).id),
             )
         });
-        let mut waiting: Vec<ContainerIdx> = self
-            .waiting
-            .iter()
-            .filter(|w| {
-                is_share_based(self.policy[w.app.get()])
-                    && !self.acted.contains(w.container)
-                    && room[view.app(w.app).queue.get()].any_positive()
-            })
-            .map(|w| w.container)
-            .collect();
+        // Under LAS alone no application is share-based: thousands wait, none of them
+        // for this.
+        let mut waiting: Vec<ContainerIdx> = Vec::new();
+        if self.policy.iter().any(|&p| is_share_based(p)) {
+            waiting.extend(
+                self.waiting
+                    .iter()
+                    .filter(|w| {
+                        is_share_based(self.policy[w.app.get()])
+                            && !self.acted.contains(w.container)
+                            && room[view.app(w.app).queue.get()].any_positive()
+                    })
+                    .map(|w| w.container),
+            );
+        }
         if marks.is_empty() && waiting.is_empty() {
             return;
         }
