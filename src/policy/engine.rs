@@ -72,6 +72,17 @@ struct LasScan {
     due: Vec<bool>,
 }
 
+/// Lists [`Tick::las_node`] works in, kept for the tick's next node: tens of nodes are
+/// stepped a tick.
+#[derive(Default)]
+struct LasWork {
+    idx: Vec<ContainerIdx>,
+    tasks: Vec<LasTask>,
+    before: Vec<LasTask>,
+    moves: Vec<las::LasMove>,
+    scratch: las::LasScratch,
+}
+
 /// Dice's samples since the last tick.
 struct DiceScan {
     waits: Vec<u64>,
@@ -157,6 +168,7 @@ struct Tick<'a> {
     dice_active: bool,
     las: Option<LasScan>,
     dice: Option<DiceScan>,
+    las_work: LasWork,
     partition_changes: Vec<(usize, Partition)>,
     /// Dice planned the partitions already this tick (possibly to no change).
     partitions_planned: bool,
@@ -340,6 +352,7 @@ impl<'a> Tick<'a> {
             dice_active,
             las,
             dice,
+            las_work: LasWork::default(),
             partition_changes: Vec::new(),
             partitions_planned: false,
             actions: Vec::new(),
@@ -1051,10 +1064,23 @@ impl<'a> Tick<'a> {
     }
 
     fn las_node(&mut self, n: usize) {
+        let mut work = std::mem::take(&mut self.las_work);
+        self.las_node_in(n, &mut work);
+        self.las_work = work;
+    }
+
+    fn las_node_in(&mut self, n: usize, work: &mut LasWork) {
         let view = self.view;
         let s = self.s;
         let node = view.node(crate::cluster::NodeIdx(n as u32));
-        let mut idx: Vec<ContainerIdx> = Vec::new();
+        let LasWork {
+            idx,
+            tasks,
+            before,
+            moves,
+            scratch,
+        } = work;
+        idx.clear();
         let mut others = Amount::ZERO;
         for &ci in &node.containers {
             let c = view.container(ci);
@@ -1072,31 +1098,30 @@ impl<'a> Tick<'a> {
         // node's containers happen to be listed.
         idx.sort_unstable_by_key(|&ci| view.container(ci).id);
         let cap = self.ledger.node_cap(n) - others;
-        let mut tasks: Vec<LasTask> = idx
-            .iter()
-            .map(|&ci| {
-                let c = view.container(ci);
-                let m = self.memos.get(ci);
-                LasTask {
-                    demand: Amount::from(c.allocated),
-                    attained_ms: c.attained_service_ms,
-                    running: c.state == ContainerState::Running,
-                    since_ms: match c.state {
-                        ContainerState::Running => m.quantum_start.unwrap_or(c.started_ms),
-                        _ => m.suspended_at.unwrap_or(c.started_ms),
-                    },
-                    preemptions: m.las_preemptions,
-                }
-            })
-            .collect();
-        let before = tasks.clone();
-        let mut moves = Vec::new();
+        tasks.clear();
+        tasks.extend(idx.iter().map(|&ci| {
+            let c = view.container(ci);
+            let m = self.memos.get(ci);
+            LasTask {
+                demand: Amount::from(c.allocated),
+                attained_ms: c.attained_service_ms,
+                running: c.state == ContainerState::Running,
+                since_ms: match c.state {
+                    ContainerState::Running => m.quantum_start.unwrap_or(c.started_ms),
+                    _ => m.suspended_at.unwrap_or(c.started_ms),
+                },
+                preemptions: m.las_preemptions,
+            }
+        }));
+        before.clear();
+        before.extend_from_slice(tasks);
+        moves.clear();
         {
             let ledger = &mut self.ledger;
             let footprint = s.suspend.footprint;
             las::node_step(
                 cap,
-                &mut tasks,
+                tasks,
                 self.now,
                 &s.las,
                 |g| {
@@ -1116,12 +1141,12 @@ impl<'a> Tick<'a> {
                     let to = for_task.map(|b| view.app(view.container(idx[b]).app).queue.get());
                     ledger.take(q, Room::Local(n), amount, to)
                 },
-                &mut las::LasScratch::default(),
-                &mut moves,
+                scratch,
+                moves,
             );
         }
         let w = Secs(s.las.quantum_ms);
-        for mv in &moves {
+        for mv in moves.iter() {
             let ci = idx[mv.task];
             let c = view.container(ci);
             let t = &tasks[mv.task];
@@ -1177,14 +1202,14 @@ impl<'a> Tick<'a> {
                 self.memos.get_mut(ci, c.id).quantum_start = Some(self.now);
             }
         }
-        for (i, (t, b)) in tasks.iter().zip(&before).enumerate() {
+        for (i, (t, b)) in tasks.iter().zip(before.iter()).enumerate() {
             if t.running && b.running && t.since_ms != b.since_ms {
                 let c = view.container(idx[i]);
                 self.memos.get_mut(idx[i], c.id).quantum_start = Some(t.since_ms);
             }
         }
         self.las_checks
-            .set(view, n, las::next_expiry(&tasks, &s.las));
+            .set(view, n, las::next_expiry(tasks, &s.las));
         let running = Amount::sum(tasks.iter().filter(|t| t.running).map(|t| t.demand));
         if !running.fits_in(&cap) {
             self.notes.push(format!(
