@@ -1,6 +1,6 @@
 //! The RM client against the emulator's real REST API, and against small stand-ins for
-//! what cannot run here: a standby ResourceManager of an HA pair, and an RM whose
-//! answers hold schema surprises.
+//! what cannot run here: a standby ResourceManager of an HA pair, an RM whose answers
+//! hold schema surprises, and an RM that goes away mid-request.
 
 #![allow(dead_code)]
 
@@ -126,6 +126,68 @@ impl MockRm {
 }
 
 impl Drop for MockRm {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// An RM that goes away mid-request, as a stopped RM behind a kept-alive connection
+/// does: `/info` says ACTIVE the first time and STANDBY after; any other request is
+/// read and the connection closed without an answer.
+pub struct BreakingRm {
+    pub url: String,
+    /// Request lines of the requests it dropped.
+    pub dropped: Arc<Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl BreakingRm {
+    pub async fn start() -> BreakingRm {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let dropped = Arc::new(Mutex::new(Vec::new()));
+        let log = dropped.clone();
+        let infos = Arc::new(AtomicUsize::new(0));
+        let task = tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let (log, infos) = (log.clone(), infos.clone());
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match conn.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let head = String::from_utf8_lossy(&head);
+                    let line = head.lines().next().unwrap_or("").to_string();
+                    if !line.contains("/ws/v1/cluster/info") {
+                        log.lock().unwrap().push(line);
+                        return;
+                    }
+                    let state = if infos.fetch_add(1, Ordering::SeqCst) == 0 {
+                        "ACTIVE"
+                    } else {
+                        "STANDBY"
+                    };
+                    let body = format!(
+                        r#"{{"clusterInfo":{{"id":1,"state":"STARTED","haState":"{state}"}}}}"#
+                    );
+                    let reply = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = conn.write_all(reply.as_bytes()).await;
+                });
+            }
+        });
+        BreakingRm { url, dropped, task }
+    }
+}
+
+impl Drop for BreakingRm {
     fn drop(&mut self) {
         self.task.abort();
     }
@@ -423,6 +485,46 @@ async fn the_client_fails_over_when_the_active_rm_stops_answering() {
     assert_eq!(snap.cluster.id, second.cluster_timestamp() as i64);
     assert_eq!(c.stats().failovers, 1);
     second.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_whose_connection_breaks_goes_to_the_rm_found_active() {
+    let h = start_emulator(1).await;
+    let rm = h.rm_url().to_string();
+    let breaking = BreakingRm::start().await;
+    let c = client(&[&breaking.url, &rm]);
+    // Both say ACTIVE at first; the first listed is taken, and drops the request.
+    let apps = c.apps(&AppsQuery::default()).await.expect("fails over");
+    assert!(apps.value.is_empty());
+    assert_eq!(c.current_rm().as_deref(), Some(rm.as_str()));
+    assert_eq!(c.stats().failovers, 1);
+    let dropped = breaking.dropped.lock().unwrap().clone();
+    assert_eq!(dropped.len(), 1, "{dropped:?}");
+    assert!(
+        dropped[0].starts_with("GET /ws/v1/cluster/apps"),
+        "{dropped:?}"
+    );
+    h.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_write_whose_connection_breaks_is_not_sent_again() {
+    let h = start_emulator(1).await;
+    let rm = h.rm_url().to_string();
+    let breaking = BreakingRm::start().await;
+    let c = client(&[&breaking.url, &rm]);
+    // The RM may have taken an id already: asking again could take a second one.
+    let e = c.new_application().await.unwrap_err();
+    assert!(matches!(e, Error::Transport { .. }), "{e}");
+    assert!(e.to_string().contains("new-application"), "{e}");
+    let dropped = breaking.dropped.lock().unwrap().clone();
+    assert_eq!(dropped.len(), 1, "{dropped:?}");
+    assert!(
+        dropped[0].starts_with("POST /ws/v1/cluster/apps/new-application"),
+        "{dropped:?}"
+    );
+    assert_eq!(c.stats().failovers, 0);
+    h.shutdown().await.unwrap();
 }
 
 #[tokio::test]

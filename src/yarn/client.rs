@@ -199,6 +199,9 @@ enum Failure {
     /// Nothing reached the RM (connection refused, reset, DNS).
     Unreachable(Error),
     TimedOut(Error),
+    /// The connection broke during the exchange (closed or reset), as a pooled
+    /// keep-alive connection does when its RM stops: the request may have reached it.
+    Dropped(Error),
     Other(Error),
 }
 
@@ -584,7 +587,17 @@ impl RmClient {
                     }
                     last = Some(e);
                 }
-                Err(Failure::TimedOut(e) | Failure::Other(e)) => return Err(e),
+                Err(Failure::Dropped(e)) if call.idempotent => {
+                    tracing::warn!(rm = %self.inner.rms[rm].name, error = %e,
+                        "the connection to the ResourceManager broke; checking which RM is active");
+                    // The active RM again (a stale connection) is asked once more, on a
+                    // new connection.
+                    self.rediscover(generation).await?;
+                    last = Some(e);
+                }
+                Err(Failure::TimedOut(e) | Failure::Dropped(e) | Failure::Other(e)) => {
+                    return Err(e);
+                }
             }
         }
         Err(last.unwrap_or_else(|| Error::NoActiveRm(Vec::new())))
@@ -595,6 +608,7 @@ impl RmClient {
         let shown = self.shown_url(rm, call);
         let transport = |e: reqwest::Error| {
             let (connect, timeout) = (e.is_connect(), e.is_timeout());
+            let dropped = e.is_request() || e.is_body();
             let err = Error::Transport {
                 method: call.method.to_string(),
                 url: shown.clone(),
@@ -605,6 +619,8 @@ impl RmClient {
                 Failure::Unreachable(err)
             } else if timeout {
                 Failure::TimedOut(err)
+            } else if dropped {
+                Failure::Dropped(err)
             } else {
                 Failure::Other(err)
             }
