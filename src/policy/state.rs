@@ -267,3 +267,41 @@ impl<'a> Memos<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::LasTimers;
+    use crate::cluster::builder::ClusterBuilder;
+    use crate::resources::Resource;
+
+    fn view(ids: &[&str]) -> crate::cluster::ClusterView {
+        ids.iter()
+            .fold(ClusterBuilder::new(), |b, id| {
+                b.node(id, Resource::new(8192, 4))
+            })
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn las_timers_follow_their_node_when_a_view_lists_nodes_otherwise() {
+        let mut t = LasTimers::default();
+        let first = view(&["a:1", "b:1", "c:1"]);
+        t.set(&first, 0, Some(10));
+        t.set(&first, 2, Some(30));
+        assert_eq!(t.get(&first, 1), None);
+        // The controller's next view may order, add and drop nodes.
+        let next = view(&["c:1", "d:1", "a:1"]);
+        assert_eq!(t.get(&next, 1), None);
+        assert_eq!(t.get(&next, 0), Some(30));
+        assert_eq!(t.get(&next, 2), Some(10));
+        t.set(&next, 1, Some(40));
+        t.set(&next, 0, None);
+        // A node that left and came back has no timer: it gets a look at once.
+        let last = view(&["b:1", "d:1", "c:1", "a:1"]);
+        assert_eq!(t.get(&last, 0), None);
+        assert_eq!(t.get(&last, 1), Some(40));
+        assert_eq!(t.get(&last, 2), None);
+        assert_eq!(t.get(&last, 3), Some(10));
+    }
+}
