@@ -673,7 +673,7 @@ mod tests {
         let mut apps_made = 0;
         let mut numbers = 0;
         for _ in 0..2000 {
-            match next(7) {
+            match next(8) {
                 0 => {
                     apps_made += 1;
                     let q = 1 + next(2) as u32;
@@ -718,6 +718,14 @@ mod tests {
                     }];
                     v.set_app_demand(a, QueueIdx(1 + next(2) as u32), 0.3, &r, None)
                         .unwrap();
+                }
+                7 => {
+                    let n = NodeIdx(next(v.nodes.len() as u64) as u32);
+                    let advertised = Resource::new(1024 * (1 + next(3)), 1 + next(3) as u32);
+                    let partition = [Partition::General, Partition::Short][next(2) as usize];
+                    v.set_node(n, advertised, partition).unwrap();
+                    let pairs: Vec<_> = v.node_shapes().collect();
+                    assert!(pairs.contains(&(v.nodes[n.get()].capacity, advertised)));
                 }
                 _ => {}
             }
