@@ -276,7 +276,7 @@ pub type IdMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDef
 
 /// A NodeManager's id as the RM reports it: `host:port`. Shared, not copied: a policy
 /// tick names nodes in thousands of actions and pending kills.
-#[derive(Clone, Debug, Hash, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialOrd, Ord)]
 pub struct NodeId(Arc<str>);
 
 /// Copies of one id compare without reading the text (`Arc<str>` compares bytes).
@@ -287,6 +287,13 @@ impl PartialEq for NodeId {
 }
 
 impl Eq for NodeId {}
+
+/// By the text, as equality goes.
+impl std::hash::Hash for NodeId {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.0.hash(h);
+    }
+}
 
 impl Serialize for NodeId {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
