@@ -250,13 +250,16 @@ impl ViewBuilder {
         advertised: &[Resource],
         reads_attained: impl Fn(&ClusterView) -> bool,
     ) -> Result<bool, ViewError> {
-        // From the dense node facts: a node's partition is read only where some node
-        // is partitioned.
+        // While no node is partitioned (no Dice), from the dense node facts alone.
         for (n, &adv) in advertised.iter().enumerate().take(view.nodes.len()) {
             let part = core.nodes[n].partition;
-            let moved = (part != Partition::General || view.partitioned_nodes() > 0)
-                && view.nodes[n].partition != part;
-            if view.node_facts()[n].advertised != adv || moved {
+            let changed = if view.partitioned_nodes() > 0 || part != Partition::General {
+                let v = &view.nodes[n];
+                v.advertised != adv || v.partition != part
+            } else {
+                view.node_facts()[n].advertised != adv
+            };
+            if changed {
                 view.set_node(NodeIdx(n as u32), adv, part)?;
             }
         }
