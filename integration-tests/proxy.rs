@@ -214,9 +214,21 @@ async fn bodies_stream_through_the_proxy_both_ways() {
 #[derive(Clone, Default)]
 struct Captured(Arc<Mutex<Vec<u8>>>);
 
-impl std::io::Write for Captured {
+thread_local! {
+    /// Where events on this thread go, while a test captures them.
+    static CAPTURING: std::cell::RefCell<Option<Captured>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Writes to this thread's capture, if any.
+struct ToCapture;
+
+impl std::io::Write for ToCapture {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
+        CAPTURING.with(|c| {
+            if let Some(c) = c.borrow().as_ref() {
+                c.0.lock().unwrap().extend_from_slice(buf);
+            }
+        });
         Ok(buf.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
@@ -224,19 +236,59 @@ impl std::io::Write for Captured {
     }
 }
 
+/// Lets through the events of threads that capture. Asked on every event: an answer
+/// cached per callsite would hold for every thread.
+struct OnlyCapturing;
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for OnlyCapturing {
+    fn register_callsite(
+        &self,
+        _: &'static tracing::Metadata<'static>,
+    ) -> tracing::subscriber::Interest {
+        tracing::subscriber::Interest::sometimes()
+    }
+
+    fn enabled(
+        &self,
+        _: &tracing::Metadata<'_>,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        CAPTURING.with(|c| c.borrow().is_some())
+    }
+}
+
+/// Ends this thread's capture.
+struct CaptureGuard;
+
+impl Drop for CaptureGuard {
+    fn drop(&mut self) {
+        CAPTURING.with(|c| c.borrow_mut().take());
+    }
+}
+
 impl Captured {
     /// Captures every event at TRACE and below on this thread, `log` records included
-    /// (reqwest logs through `log`), until the guard is dropped.
-    fn install() -> (Captured, tracing::subscriber::DefaultGuard) {
-        // Global, once per process; it forwards to each thread's own subscriber.
-        let _ = tracing_log::LogTracer::init();
-        let logs = Captured::default();
-        let writer = logs.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::TRACE)
-            .with_writer(move || writer.clone())
-            .finish();
-        (logs, tracing::subscriber::set_default(subscriber))
+    /// (reqwest logs through `log`), until the guard is dropped. One process-wide
+    /// subscriber serves every test and keeps only the events of threads that capture:
+    /// a subscriber set for one thread missed events while tests without one ran beside
+    /// it (tracing's level hint and callsite interest are process-wide).
+    fn install() -> (Captured, CaptureGuard) {
+        use tracing_subscriber::layer::SubscriberExt;
+        static GLOBAL: std::sync::Once = std::sync::Once::new();
+        GLOBAL.call_once(|| {
+            let _ = tracing_log::LogTracer::init();
+            let subscriber = tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::TRACE)
+                .with_writer(|| ToCapture)
+                .finish()
+                .with(OnlyCapturing);
+            // Fails only if another test set one first; its tests then capture nothing,
+            // which their assertions report.
+            let _ = tracing::subscriber::set_global_default(subscriber);
+        });
+        let logs = Captured(Arc::default());
+        CAPTURING.with(|c| *c.borrow_mut() = Some(Captured(logs.0.clone())));
+        (logs, CaptureGuard)
     }
 
     fn text(&self) -> String {
