@@ -18,7 +18,9 @@ use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::emulator_support::run_client_script;
-use crate::rm_client::{client, client_before_failover, dead_address, standby_of, start_emulator};
+use crate::rm_client::{
+    BreakingRm, client, client_before_failover, dead_address, standby_of, start_emulator,
+};
 
 /// Serves `proxy` on a free port until the guard is dropped.
 async fn serve(proxy: RmProxy) -> (String, DropGuard) {
@@ -459,44 +461,14 @@ async fn headers_pass_through_untouched_and_are_never_logged() {
     task.abort();
 }
 
-/// An RM that says ACTIVE on `/info` and hangs up on every other request after reading
-/// it: a failure that is not a refused connection, whose error names the URL.
-async fn rm_that_hangs_up() -> (String, tokio::task::JoinHandle<()>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let task = tokio::spawn(async move {
-        while let Ok((mut sock, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut buf = [0u8; 4096];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match sock.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
-                }
-                if head.starts_with(b"GET /ws/v1/cluster/info") {
-                    let body = r#"{"clusterInfo":{"id":1,"haState":"ACTIVE"}}"#;
-                    let resp = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
-                         content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = sock.write_all(resp.as_bytes()).await;
-                }
-                // Anything else: closed without an answer.
-            });
-        }
-    });
-    (url, task)
-}
-
 // Single-threaded, so that the proxy's tasks log through this test's subscriber.
 #[tokio::test]
 async fn proxy_errors_log_neither_credentials_nor_the_query() {
     let (logs, _logging) = Captured::install();
-    let (rm, task) = rm_that_hangs_up().await;
+    // Says ACTIVE on `/info` and hangs up on every other request: a failure that is
+    // not a refused connection, whose error names the URL.
+    let hanging = BreakingRm::start(&["ACTIVE"]).await;
+    let rm = hanging.url.clone();
     let (proxy, _) = proxy_for(client(&[&rm]), vec![]);
     let (url, _stop) = serve(proxy).await;
 
@@ -529,7 +501,6 @@ async fn proxy_errors_log_neither_credentials_nor_the_query() {
     for secret in ["dt-secret-42", "error-path-token", "ZXJyb3ItcGF0aA"] {
         assert!(!logged.contains(secret), "{secret} was logged:\n{logged}");
     }
-    task.abort();
 }
 
 #[tokio::test]

@@ -132,8 +132,8 @@ impl Drop for MockRm {
 }
 
 /// An RM that goes away mid-request, as a stopped RM behind a kept-alive connection
-/// does: `/info` says ACTIVE the first time and STANDBY after; any other request is
-/// read and the connection closed without an answer.
+/// does: its k-th `/info` answers the k-th of `states` (the last one from then on); any
+/// other request is read and the connection closed without an answer.
 pub struct BreakingRm {
     pub url: String,
     /// Request lines of the requests it dropped.
@@ -142,7 +142,7 @@ pub struct BreakingRm {
 }
 
 impl BreakingRm {
-    pub async fn start() -> BreakingRm {
+    pub async fn start(states: &'static [&'static str]) -> BreakingRm {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -167,11 +167,8 @@ impl BreakingRm {
                         log.lock().unwrap().push(line);
                         return;
                     }
-                    let state = if infos.fetch_add(1, Ordering::SeqCst) == 0 {
-                        "ACTIVE"
-                    } else {
-                        "STANDBY"
-                    };
+                    let k = infos.fetch_add(1, Ordering::SeqCst);
+                    let state = states[k.min(states.len().saturating_sub(1))];
                     let body = format!(
                         r#"{{"clusterInfo":{{"id":1,"state":"STARTED","haState":"{state}"}}}}"#
                     );
@@ -491,7 +488,7 @@ async fn the_client_fails_over_when_the_active_rm_stops_answering() {
 async fn a_get_whose_connection_breaks_goes_to_the_rm_found_active() {
     let h = start_emulator(1).await;
     let rm = h.rm_url().to_string();
-    let breaking = BreakingRm::start().await;
+    let breaking = BreakingRm::start(&["ACTIVE", "STANDBY"]).await;
     let c = client(&[&breaking.url, &rm]);
     // Both say ACTIVE at first; the first listed is taken, and drops the request.
     let apps = c.apps(&AppsQuery::default()).await.expect("fails over");
@@ -511,7 +508,7 @@ async fn a_get_whose_connection_breaks_goes_to_the_rm_found_active() {
 async fn a_write_whose_connection_breaks_is_not_sent_again() {
     let h = start_emulator(1).await;
     let rm = h.rm_url().to_string();
-    let breaking = BreakingRm::start().await;
+    let breaking = BreakingRm::start(&["ACTIVE", "STANDBY"]).await;
     let c = client(&[&breaking.url, &rm]);
     // The RM may have taken an id already: asking again could take a second one.
     let e = c.new_application().await.unwrap_err();
