@@ -313,8 +313,10 @@ impl ClusterView {
                     .node_shapes
                     .entry((n.capacity, advertised))
                     .or_default() += 1;
+                // Saturating: `nodes` is public, and a count gone wrong must not panic.
                 let general = |p: Partition| usize::from(p == Partition::General);
-                self.partitioned = self.partitioned + general(n.partition) - general(partition);
+                self.partitioned =
+                    (self.partitioned + general(n.partition)).saturating_sub(general(partition));
                 n.advertised = advertised;
                 n.partition = partition;
                 self.node_facts[i.get()].advertised = advertised;
