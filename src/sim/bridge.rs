@@ -119,8 +119,8 @@ impl PolicyBridge {
 /// lists as changed ([`Core::track_changes`]) are added, updated or removed, and the
 /// applications' demand is refreshed. A tick costs O(changes + applications + nodes)
 /// of plain writes, plus a pass over the containers for attained service when LAS
-/// reads it (skipping frozen ones), not a rebuild and re-index of every container. Debug builds compare every
-/// patched view with one built anew.
+/// reads it (skipping frozen ones), not a rebuild and re-index of every container.
+/// Debug builds compare every patched view with one built anew.
 pub(crate) struct ViewBuilder {
     node_count: usize,
     view: Option<ClusterView>,
