@@ -298,7 +298,7 @@ impl Captured {
     }
 }
 
-// Single-threaded, so that the proxy's tasks log through this test's subscriber.
+// Single-threaded, so that the proxy's tasks log on this test's thread, which captures.
 #[tokio::test]
 async fn headers_pass_through_untouched_and_are_never_logged() {
     let (logs, _logging) = Captured::install();
@@ -461,7 +461,7 @@ async fn headers_pass_through_untouched_and_are_never_logged() {
     task.abort();
 }
 
-// Single-threaded, so that the proxy's tasks log through this test's subscriber.
+// Single-threaded, so that the proxy's tasks log on this test's thread, which captures.
 #[tokio::test]
 async fn proxy_errors_log_neither_credentials_nor_the_query() {
     let (logs, _logging) = Captured::install();
