@@ -169,9 +169,7 @@ impl BreakingRm {
                     }
                     let k = infos.fetch_add(1, Ordering::SeqCst);
                     let state = states[k.min(states.len().saturating_sub(1))];
-                    let body = format!(
-                        r#"{{"clusterInfo":{{"id":1,"state":"STARTED","haState":"{state}"}}}}"#
-                    );
+                    let body = info_json(state);
                     let reply = format!(
                         "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                         body.len()
@@ -191,9 +189,12 @@ impl Drop for BreakingRm {
 }
 
 pub fn info(ha_state: &str) -> Reply {
-    Reply::json(&format!(
-        r#"{{"clusterInfo":{{"id":1,"state":"STARTED","haState":"{ha_state}"}}}}"#
-    ))
+    Reply::json(&info_json(ha_state))
+}
+
+/// The body of an RM's `/ws/v1/cluster/info` in HA state `ha_state`.
+pub fn info_json(ha_state: &str) -> String {
+    format!(r#"{{"clusterInfo":{{"id":1,"state":"STARTED","haState":"{ha_state}"}}}}"#)
 }
 
 /// A standby as RMWebAppFilter answers: `/info` itself, everything else a 307 to the
