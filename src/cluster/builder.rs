@@ -431,6 +431,8 @@ impl ClusterBuilder {
             requested_ms: Some(app.submitted_ms),
             started_ms: app.submitted_ms + seq + 1,
             attained_service_ms: 0,
+            attained_rate: 0.0,
+            attained_as_of_ms: 0,
             swapping: false,
             managed: true,
         });

@@ -254,8 +254,17 @@ pub struct Container {
     /// When the request this container satisfied was made, if known.
     pub requested_ms: Option<Millis>,
     pub started_ms: Millis,
-    /// CPU time the container has consumed (Kairos' attained service).
+    /// CPU time the container had consumed (Kairos' attained service) at
+    /// `attained_as_of_ms`; read it through [`Container::attained_service_at`].
     pub attained_service_ms: u64,
+    /// How fast attained service grows from then on, in vcore-ms per ms, where the
+    /// source knows it holds until it next reports the container. The simulator sets it,
+    /// so that a view kept between ticks need not bring thousands of counters up to now
+    /// every tick; the controller reads the counters afresh for every view and leaves 0.
+    #[serde(default)]
+    pub attained_rate: f64,
+    #[serde(default)]
+    pub attained_as_of_ms: Millis,
     /// The agent saw swap-in or major-fault activity above its threshold.
     pub swapping: bool,
     /// An agent reports this container, so actions on it can be carried out. YARN may
@@ -272,6 +281,13 @@ fn managed_default() -> bool {
 impl Container {
     pub fn is_live(&self) -> bool {
         self.state != ContainerState::Killed
+    }
+
+    /// Attained service at `now`: as read, plus its growth since at the known rate.
+    pub fn attained_service_at(&self, now: Millis) -> u64 {
+        let grown = now.saturating_sub(self.attained_as_of_ms) as f64 * self.attained_rate;
+        // `as` saturates: a negative or NaN rate (a bad report) adds nothing.
+        self.attained_service_ms.saturating_add(grown as u64)
     }
 }
 
@@ -694,6 +710,8 @@ mod tests {
             requested_ms: None,
             started_ms: 0,
             attained_service_ms: 0,
+            attained_rate: 0.0,
+            attained_as_of_ms: 0,
             swapping: false,
             managed: true,
         }
@@ -708,6 +726,23 @@ mod tests {
             used: Resource::ZERO,
             containers: vec![],
         }
+    }
+
+    #[test]
+    fn attained_service_grows_at_its_rate_from_when_it_was_read() {
+        let mut c = container(1, 2, 0, ContainerState::Running);
+        c.attained_service_ms = 5_000;
+        assert_eq!(c.attained_service_at(60_000), 5_000, "rate 0: as read");
+        c.attained_as_of_ms = 10_000;
+        c.attained_rate = 2.0;
+        assert_eq!(c.attained_service_at(4_000), 5_000, "before it was read");
+        assert_eq!(c.attained_service_at(10_500), 6_000);
+        for bad in [-1.0, f64::NAN] {
+            c.attained_rate = bad;
+            assert_eq!(c.attained_service_at(20_000), 5_000);
+        }
+        c.attained_rate = f64::INFINITY;
+        assert_eq!(c.attained_service_at(20_000), u64::MAX);
     }
 
     #[test]

@@ -279,11 +279,20 @@ impl ClusterView {
         Ok(())
     }
 
-    /// Attained service moves on with time, and nothing derives from it.
-    pub fn set_attained_service(&mut self, i: ContainerIdx, ms: u64) -> Result<(), ViewError> {
+    /// Attained service: `ms` at `as_of_ms`, growing at `rate` vcore-ms per ms from
+    /// then on. Nothing derives from it.
+    pub fn set_attained_service(
+        &mut self,
+        i: ContainerIdx,
+        ms: u64,
+        as_of_ms: Millis,
+        rate: f64,
+    ) -> Result<(), ViewError> {
         match self.containers.get_mut(i.get()) {
             Some(c) => {
                 c.attained_service_ms = ms;
+                c.attained_as_of_ms = as_of_ms;
+                c.attained_rate = rate;
                 Ok(())
             }
             None => Err(ViewError::NotInView {
@@ -526,6 +535,8 @@ mod tests {
             requested_ms: None,
             started_ms,
             attained_service_ms: 0,
+            attained_rate: 0.0,
+            attained_as_of_ms: 0,
             swapping: false,
             managed: true,
         }
@@ -649,7 +660,7 @@ mod tests {
             v.remove_container(ContainerIdx(4)),
             Err(ViewError::NotInView { .. })
         ));
-        assert!(v.set_attained_service(ContainerIdx(4), 1).is_err());
+        assert!(v.set_attained_service(ContainerIdx(4), 1, 0, 0.0).is_err());
         assert!(
             v.set_node(NodeIdx(2), Resource::ZERO, Partition::Short)
                 .is_err()

@@ -196,6 +196,8 @@ pub fn build(
             requested_ms: None,
             started_ms: u64::try_from(c.started_time).unwrap_or(0),
             attained_service_ms: report.and_then(|s| s.attained_service_ms).unwrap_or(0),
+            attained_rate: 0.0,
+            attained_as_of_ms: 0,
             swapping: report.is_some_and(|s| s.swapping),
             managed: report.is_some(),
         });

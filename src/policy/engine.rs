@@ -1104,7 +1104,7 @@ impl<'a> Tick<'a> {
             let m = self.memos.get(ci);
             LasTask {
                 demand: Amount::from(c.allocated),
-                attained_ms: c.attained_service_ms,
+                attained_ms: c.attained_service_at(self.now),
                 running: c.state == ContainerState::Running,
                 since_ms: match c.state {
                     ContainerState::Running => m.quantum_start.unwrap_or(c.started_ms),
@@ -1150,11 +1150,11 @@ impl<'a> Tick<'a> {
             let ci = idx[mv.task];
             let c = view.container(ci);
             let t = &tasks[mv.task];
-            let attained = Secs(c.attained_service_ms);
+            let attained = Secs(c.attained_service_at(self.now));
             let other = mv.for_task.map(|b| {
                 (
                     view.container(idx[b]).id,
-                    Secs(view.container(idx[b]).attained_service_ms),
+                    Secs(view.container(idx[b]).attained_service_at(self.now)),
                 )
             });
             let for_queue = mv

@@ -350,8 +350,8 @@ pub fn variance(values: impl Iterator<Item = u64>) -> f64 {
     (sq / n as f64 - mean * mean).max(0.0)
 }
 
-/// Every node's load as the central scheduler wants it, from a view.
-pub fn node_loads(view: &ClusterView, s: &LasSettings) -> Vec<NodeLoad> {
+/// Every node's load as the central scheduler wants it, from a view at `now`.
+pub fn node_loads(view: &ClusterView, s: &LasSettings, now: Millis) -> Vec<NodeLoad> {
     view.nodes
         .iter()
         .map(|node| {
@@ -364,7 +364,7 @@ pub fn node_loads(view: &ClusterView, s: &LasSettings) -> Vec<NodeLoad> {
             NodeLoad {
                 containers: live().count() as u32,
                 slots: node.capacity.vcores.saturating_add(s.extra_slots),
-                attained_variance: variance(live().map(|c| c.attained_service_ms)),
+                attained_variance: variance(live().map(|c| c.attained_service_at(now))),
             }
         })
         .collect()
@@ -486,10 +486,14 @@ mod tests {
             .containers_on(0, 1, Resource::new(1024, 1))
             .with_last(|c| c.attained_service_ms = 1000)
             .containers_on(0, 1, Resource::new(1024, 1))
-            .with_last(|c| c.attained_service_ms = 3000)
+            .with_last(|c| {
+                c.attained_service_ms = 2000;
+                c.attained_rate = 2.0;
+                c.attained_as_of_ms = 500;
+            })
             .build()
             .unwrap();
-        let loads = node_loads(&view, &s);
+        let loads = node_loads(&view, &s, 1000);
         assert_eq!(
             loads[0],
             NodeLoad {

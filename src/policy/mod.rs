@@ -64,18 +64,6 @@ pub use state::PolicyState;
 use crate::cluster::{ClusterView, Millis, PolicyKind};
 use crate::config::settings::PolicySettings;
 
-/// Whether a tick on `view` may read containers' attained service: only LAS does, and
-/// only for applications it runs, as the settings, a queue's override or adaptive's
-/// choice assign them. A caller that keeps a view between ticks need only bring
-/// attained service up to date when this holds.
-pub fn reads_attained_service(view: &ClusterView, s: &PolicySettings) -> bool {
-    s.kind != PolicyKind::None
-        && view
-            .apps
-            .iter()
-            .any(|a| select::app_policy(view, a, s) == PolicyKind::Las)
-}
-
 /// Whether untagged applications may run under LAS with these settings alone (no
 /// queue overrides): `las`, or `adaptive` mapping some application type, or falling
 /// back, to it. Where it holds, nodes advertise LAS's N+Q admission whenever such an

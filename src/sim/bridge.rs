@@ -118,18 +118,16 @@ impl PolicyBridge {
 /// then patched ([`ClusterView::add_container`] and its kin): the containers the engine
 /// lists as changed ([`Core::track_changes`]) are added, updated or removed, and the
 /// applications' demand is refreshed. A tick costs O(changes + applications + nodes)
-/// of plain writes, plus a pass over the containers for attained service when LAS
-/// reads it (skipping frozen ones), not a rebuild and re-index of every container.
-/// Debug builds compare every patched view with one built anew.
+/// of plain writes, not a rebuild and re-index of every container. Attained service
+/// is not brought up to now either: a container's speed changes only with a change the
+/// engine lists, so each carries its attained service as of that change and the rate
+/// it grows at, which the policy reads at its tick's time. Debug builds compare every
+/// patched view with one built anew.
 pub(crate) struct ViewBuilder {
     node_count: usize,
     view: Option<ClusterView>,
     /// View container index -> simulator slot.
     slots: Vec<u32>,
-    /// View container index -> whether the container makes no progress (speed 0) as
-    /// of its last change. Speed only changes with a change the engine lists, so its
-    /// attained service stands still until then and need not be brought up to now.
-    frozen: Vec<bool>,
     /// Simulator slot -> view container index (`ABSENT` when not in the view).
     at_slot: Vec<u32>,
     /// Job -> view application index (`ABSENT` when not in the view), and back.
@@ -139,6 +137,8 @@ pub(crate) struct ViewBuilder {
     queued_at: Vec<u64>,
     updates: u64,
     changed: Vec<u32>,
+    /// Nodes whose advertised capacity or partition was set since the last update.
+    nodes_changed: Vec<u32>,
     requests: Vec<ResourceRequest>,
 }
 
@@ -150,15 +150,21 @@ impl ViewBuilder {
             node_count: nodes,
             view: None,
             slots: Vec::new(),
-            frozen: Vec::new(),
             at_slot: Vec::new(),
             app_of: Vec::new(),
             job_of: Vec::new(),
             queued_at: Vec::new(),
             updates: 0,
             changed: Vec::new(),
+            nodes_changed: Vec::new(),
             requests: Vec::new(),
         }
+    }
+
+    /// Node `n`'s advertised capacity or partition was set: the next update reads it.
+    /// Other nodes are read only when the view is first built.
+    pub fn node_changed(&mut self, n: u32) {
+        self.nodes_changed.push(n);
     }
 
     /// The view as of the last [`ViewBuilder::update`].
@@ -183,32 +189,37 @@ impl ViewBuilder {
     }
 
     /// Bring the view up to the simulator's state now. The first call builds it and
-    /// asks the engine to list changes from then on. Attained service moves on every
-    /// running container all the time; it is brought up to now only when
-    /// `reads_attained` says the policy will read it on this view, and is otherwise as
-    /// of each container's start or last change.
+    /// asks the engine to list changes from then on.
     pub fn update<M: Copy + std::fmt::Debug>(
         &mut self,
         core: &mut Core<'_, M>,
         leaves: &[Leaf],
         advertised: &[Resource],
-        reads_attained: impl Fn(&ClusterView) -> bool,
     ) -> Result<(), ViewError> {
         let mut view = match self.view.take() {
             Some(v) => {
                 core.take_changed(&mut self.changed);
                 v
             }
-            None => self.start(core, leaves)?,
+            None => {
+                let v = self.start(core, leaves)?;
+                self.nodes_changed.clear();
+                self.nodes_changed.extend(0..v.nodes.len() as u32);
+                v
+            }
         };
         // On error the view is dropped and the next update starts over.
-        let attained = self.patch(&mut view, core, leaves, advertised, reads_attained)?;
+        self.patch(&mut view, core, leaves, advertised)?;
         debug_assert!(
             view.derived_agree(),
             "a patched view's derived fields disagree with a rebuild"
         );
         debug_assert!(
-            fresh_view(core, leaves, advertised).is_ok_and(|f| same_cluster(&view, &f, attained)),
+            fresh_view(core, leaves, advertised).is_ok_and(|f| same_cluster(
+                &view,
+                &f,
+                millis(core.now)
+            )),
             "a patched view differs from one built anew"
         );
         self.view = Some(view);
@@ -224,7 +235,6 @@ impl ViewBuilder {
     ) -> Result<ClusterView, ViewError> {
         core.track_changes();
         self.slots.clear();
-        self.frozen.clear();
         self.at_slot.clear();
         self.job_of.clear();
         self.app_of = vec![ABSENT; core.jobs.len()];
@@ -241,28 +251,27 @@ impl ViewBuilder {
         ClusterView::new(sim_queues(core, leaves), vec![], nodes, vec![])
     }
 
-    /// Returns whether attained service was brought up to now.
     fn patch<M: Copy + std::fmt::Debug>(
         &mut self,
         view: &mut ClusterView,
         core: &mut Core<'_, M>,
         leaves: &[Leaf],
         advertised: &[Resource],
-        reads_attained: impl Fn(&ClusterView) -> bool,
-    ) -> Result<bool, ViewError> {
-        // While no node is partitioned (no Dice), from the dense node facts alone.
-        for (n, &adv) in advertised.iter().enumerate().take(view.nodes.len()) {
-            let part = core.nodes[n].partition;
-            let changed = if view.partitioned_nodes() > 0 || part != Partition::General {
-                let v = &view.nodes[n];
-                v.advertised != adv || v.partition != part
-            } else {
-                view.node_facts()[n].advertised != adv
+    ) -> Result<(), ViewError> {
+        let nodes_changed = std::mem::take(&mut self.nodes_changed);
+        for &n in &nodes_changed {
+            let i = n as usize;
+            let (Some(&adv), Some(v), Some(k)) =
+                (advertised.get(i), view.nodes.get(i), core.nodes.get(i))
+            else {
+                continue;
             };
-            if changed {
-                view.set_node(NodeIdx(n as u32), adv, part)?;
+            if v.advertised != adv || v.partition != k.partition {
+                view.set_node(NodeIdx(n), adv, k.partition)?;
             }
         }
+        self.nodes_changed = nodes_changed;
+        self.nodes_changed.clear();
         let changed = std::mem::take(&mut self.changed);
         let result = self.patch_containers(view, core, leaves, &changed);
         self.changed = changed;
@@ -296,17 +305,7 @@ impl ViewBuilder {
                 self.set_demand(view, core, j, AppIdx(a as u32), leaf)?;
             }
         }
-        let attained = reads_attained(view);
-        if attained {
-            for (i, &s) in self.slots.iter().enumerate() {
-                if self.frozen[i] {
-                    continue;
-                }
-                core.advance(s);
-                view.set_attained_service(ContainerIdx(i as u32), attained_ms(core.container(s)))?;
-            }
-        }
-        Ok(attained)
+        Ok(())
     }
 
     fn patch_containers<M: Copy + std::fmt::Debug>(
@@ -327,13 +326,13 @@ impl ViewBuilder {
                 let i = ContainerIdx(at);
                 if Some(view.container(i).id) == id {
                     view.set_container_limits(i, k.current, k.state, swapping(core, k))?;
-                    self.frozen[at as usize] = k.speed == 0.0;
+                    let a = Attained::of(k);
+                    view.set_attained_service(i, a.ms, a.as_of_ms, a.rate)?;
                     continue;
                 }
                 // Gone, or its slot reused by another container.
                 view.remove_container(i)?;
                 self.slots.swap_remove(at as usize);
-                self.frozen.swap_remove(at as usize);
                 self.at_slot[s as usize] = ABSENT;
                 if let Some(&m) = self.slots.get(at as usize) {
                     self.at_slot[m as usize] = at;
@@ -344,7 +343,6 @@ impl ViewBuilder {
                 let app = self.app(view, core, k.job, leaf)?;
                 let i = view.add_container(sim_container(core, k, id, app))?;
                 self.slots.push(s);
-                self.frozen.push(k.speed == 0.0);
                 self.at_slot[s as usize] = i.0;
             }
         }
@@ -500,9 +498,26 @@ fn swapping<M: Copy + std::fmt::Debug>(core: &Core<'_, M>, k: &SimContainer) -> 
     k.phase == Phase::Steady && core.cfg.costs.swapping(k.allocated, k.current)
 }
 
-/// Attained service in vcore-milliseconds, as the agents report CPU time.
-fn attained_ms(k: &SimContainer) -> u64 {
-    (k.attained * k.allocated.vcores.max(1) as f64 / MICROS_PER_MILLI as f64) as u64
+/// A container's attained service in vcore-milliseconds, as the agents report CPU
+/// time, for the view: as of the first whole millisecond from the engine's last
+/// update of it, and the rate it grows at until its next listed change.
+struct Attained {
+    ms: u64,
+    as_of_ms: Millis,
+    rate: f64,
+}
+
+impl Attained {
+    fn of(k: &SimContainer) -> Attained {
+        let vcores = k.allocated.vcores.max(1) as f64;
+        let as_of_ms = k.last.div_ceil(MICROS_PER_MILLI);
+        let work = k.attained + (as_of_ms * MICROS_PER_MILLI - k.last) as f64 * k.speed;
+        Attained {
+            ms: (work * vcores / MICROS_PER_MILLI as f64) as u64,
+            as_of_ms,
+            rate: k.speed * vcores,
+        }
+    }
 }
 
 fn sim_container<M: Copy + std::fmt::Debug>(
@@ -511,6 +526,7 @@ fn sim_container<M: Copy + std::fmt::Debug>(
     id: ContainerId,
     app: AppIdx,
 ) -> Container {
+    let attained = Attained::of(k);
     Container {
         id,
         app,
@@ -521,7 +537,9 @@ fn sim_container<M: Copy + std::fmt::Debug>(
         is_am: false,
         requested_ms: Some(millis(k.requested)),
         started_ms: millis(k.started),
-        attained_service_ms: attained_ms(k),
+        attained_service_ms: attained.ms,
+        attained_rate: attained.rate,
+        attained_as_of_ms: attained.as_of_ms,
         swapping: swapping(core, k),
         managed: true,
     }
@@ -569,9 +587,11 @@ fn fresh_view<M: Copy + std::fmt::Debug>(
     ClusterView::new(sim_queues(core, leaves), apps, nodes, containers)
 }
 
-/// Whether two views show the same cluster, whatever the order of their entities;
-/// attained service is compared only if `attained`.
-fn same_cluster(a: &ClusterView, b: &ClusterView, attained: bool) -> bool {
+/// Whether two views show the same cluster, whatever the order of their entities.
+/// Attained service is compared as of `now` and to the millisecond: a container's
+/// engine state may have been brought up to date between its change and now, which
+/// rounds differently.
+fn same_cluster(a: &ClusterView, b: &ClusterView, now: Millis) -> bool {
     let canon = |v: &ClusterView| -> Vec<String> {
         let ids = |list: &[ContainerIdx]| {
             let mut ids: Vec<ContainerId> = list.iter().map(|&c| v.container(c).id).collect();
@@ -607,7 +627,8 @@ fn same_cluster(a: &ClusterView, b: &ClusterView, attained: bool) -> bool {
             .map(|c| {
                 let d = Container {
                     app: AppIdx(0),
-                    attained_service_ms: if attained { c.attained_service_ms } else { 0 },
+                    attained_service_ms: 0,
+                    attained_as_of_ms: 0,
                     ..c.clone()
                 };
                 format!("{d:?} {}", v.app(c.app).id)
@@ -622,7 +643,16 @@ fn same_cluster(a: &ClusterView, b: &ClusterView, attained: bool) -> bool {
         out.push(format!("{:?}", ids(v.below_allocation())));
         out
     };
-    canon(a) == canon(b)
+    let attained_agree = a.containers.iter().all(|c| {
+        b.container_by_id(&c.id).is_some_and(|i| {
+            let (x, y) = (
+                c.attained_service_at(now),
+                b.container(i).attained_service_at(now),
+            );
+            x.abs_diff(y) <= 1
+        })
+    });
+    attained_agree && canon(a) == canon(b)
 }
 
 fn new_node(n: usize) -> Node {
@@ -686,7 +716,7 @@ mod tests {
         ];
         let mut b = ViewBuilder::new(2);
         let advertised = vec![Resource::new(4096, 3), Resource::new(2048, 2)];
-        b.update(&mut core, &leaves, &advertised, |_| true).unwrap();
+        b.update(&mut core, &leaves, &advertised).unwrap();
         let v = b.view().unwrap();
         assert_eq!(v.queues.len(), 3);
         assert_eq!(v.queues[1].path, "root.short");
@@ -704,7 +734,9 @@ mod tests {
         assert_eq!(v.nodes[0].advertised, Resource::new(4096, 3));
         let k0 = v.containers.iter().find(|k| k.node == NodeIdx(1)).unwrap();
         assert_eq!(k0.started_ms, 2000);
-        assert_eq!(k0.attained_service_ms, 2000);
+        assert_eq!(k0.attained_service_at(2000), 0);
+        assert_eq!(k0.attained_service_at(4000), 2000);
+        assert_eq!(k0.attained_service_at(7000), 5000);
         assert_eq!(k0.state, ContainerState::Running);
         assert_eq!(k0.id.to_string(), "container_1700000000000_0001_01_000002");
         let k1 = v.containers.iter().find(|k| k.node == NodeIdx(0)).unwrap();

@@ -470,6 +470,71 @@ fn las_arrival_without_a_free_core_suspends_the_most_attained() {
 }
 
 #[test]
+fn las_reads_attained_service_at_the_ticks_time() {
+    // Container 3 was read at 0 ms but has run at one vcore since (as the simulator
+    // reports it): by 300 s it has attained more than container 2. Container 4 arrives.
+    let view = ClusterBuilder::new()
+        .nodes(1, Resource::new(8 * GB, 2))
+        .queue("root.q", 100.0, 100.0, JobClass::Long)
+        .app("root.q", "MAPREDUCE")
+        .containers_on(0, 1, Resource::new(GB, 1))
+        .with_last(|c| c.attained_service_ms = 200_000)
+        .containers_on(0, 1, Resource::new(GB, 1))
+        .with_last(|c| c.attained_rate = 1.0)
+        .containers_on(0, 1, Resource::new(GB, 1))
+        .with_last(|c| c.started_ms = 300_000)
+        .build()
+        .unwrap();
+    let plan = decide(&view, &mut PolicyState::new(las_settings()), 300_000);
+    assert_eq!(targets(&plan), [("suspend", 3)]);
+    assert!(
+        plan.actions[0]
+            .reason
+            .contains("most attained service (300 s)"),
+        "{}",
+        plan.actions[0].reason
+    );
+}
+
+#[test]
+fn las_steps_every_overloaded_or_waiting_node_in_node_order() {
+    // Nodes past the first 64, on both sides of a word of the tick's node bitmap.
+    let mut b = ClusterBuilder::new()
+        .nodes(130, Resource::new(8 * GB, 1))
+        .queue("root.q", 100.0, 100.0, JobClass::Long)
+        .app("root.q", "MAPREDUCE");
+    for n in [129, 3, 64] {
+        b = b.containers_on(n, 2, Resource::new(GB, 1));
+    }
+    let view = b
+        .containers_on(70, 1, Resource::new(GB, 1))
+        .with_last(|c| {
+            c.state = ContainerState::Suspended;
+            c.current = Limits::MIN_FOOTPRINT;
+        })
+        .build()
+        .unwrap();
+    let plan = decide(&view, &mut PolicyState::new(las_settings()), 10_000);
+    let nodes: Vec<(&str, u32)> = plan
+        .actions
+        .iter()
+        .filter_map(|a| {
+            let c = view.container_by_id(&a.kind.container()?)?;
+            Some((a.kind.verb(), view.container(c).node.0))
+        })
+        .collect();
+    assert_eq!(
+        nodes,
+        [
+            ("suspend", 3),
+            ("suspend", 64),
+            ("resume", 70),
+            ("suspend", 129)
+        ]
+    );
+}
+
+#[test]
 fn las_starvation_guard_gives_a_thrice_preempted_container_two_quanta() {
     let s = las_settings();
     let w = s.las.quantum_ms;

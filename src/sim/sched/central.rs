@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use crate::cluster::{ClusterView, JobClass, Partition};
+use crate::cluster::{JobClass, Partition};
 use crate::policy;
 use crate::resources::Resource;
 use crate::sim::bridge::{PolicyBridge, SimAction, ViewBuilder};
@@ -324,12 +324,7 @@ impl Central {
             }
             None => false,
         };
-        let settings = bridge.settings();
-        let reads_attained = |v: &ClusterView| policy::reads_attained_service(v, settings);
-        if let Err(e) = self
-            .view
-            .update(core, &self.leaves, &self.advertised, reads_attained)
-        {
+        if let Err(e) = self.view.update(core, &self.leaves, &self.advertised) {
             core.abort(format!("building the cluster view: {e}"));
             return;
         }
@@ -364,6 +359,7 @@ impl Central {
                 SimAction::Kill { container } => core.kill(container),
                 SimAction::SetNodeCapacity { node, advertised } => {
                     self.advertised[node as usize] = advertised;
+                    self.view.node_changed(node);
                     self.update_room(core, node);
                     changed = true;
                 }
@@ -373,6 +369,7 @@ impl Central {
                         + (partition != Partition::General) as usize
                         - (*was != Partition::General) as usize;
                     *was = partition;
+                    self.view.node_changed(node);
                     changed = true;
                 }
             }
