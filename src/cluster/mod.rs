@@ -413,6 +413,32 @@ pub struct ClusterView {
     /// Per node, in node order.
     #[serde(skip)]
     node_facts: Vec<NodeFacts>,
+    /// A bit per node, set where its live containers are allocated more than its
+    /// capacity (N+Q admission lets LAS nodes take more than they run).
+    #[serde(skip)]
+    overfull: Vec<u64>,
+    #[serde(skip)]
+    layout: NodeLayout,
+}
+
+/// Tells views apart by their node lists: every view built gets its own, and in-place
+/// changes keep it, as they never add, drop or reorder nodes. State kept per node
+/// between ticks (LAS timers) stays laid out right while the layout is the same.
+#[derive(Clone, Copy, Debug)]
+struct NodeLayout(u64);
+
+impl Default for NodeLayout {
+    fn default() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        NodeLayout(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+/// Views compare by what they show, not by which one was built first.
+impl PartialEq for NodeLayout {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 /// Container id -> index. It holds only the indexes (the ids are in the view's
@@ -504,6 +530,8 @@ impl ClusterView {
             node_shapes,
             partitioned,
             node_facts: Vec::new(),
+            overfull: Vec::new(),
+            layout: NodeLayout::default(),
         };
         for a in apps {
             view.add_app(a)?;
@@ -524,7 +552,36 @@ impl ClusterView {
             .iter()
             .fold(Resource::ZERO, |a, n| a + n.capacity.saturating_sub(n.used));
         view.node_facts = view.nodes.iter().map(node_facts).collect();
+        view.overfull = vec![0; view.nodes.len().div_ceil(64)];
+        for i in 0..view.nodes.len() {
+            view.mark_overfull(i);
+        }
         Ok(view)
+    }
+
+    /// Sets or clears node `i`'s bit in [`ClusterView::overfull_nodes`].
+    fn mark_overfull(&mut self, i: usize) {
+        let n = &self.nodes[i];
+        let bit = 1u64 << (i % 64);
+        if n.used.fits_in(&n.capacity) {
+            self.overfull[i / 64] &= !bit;
+        } else {
+            self.overfull[i / 64] |= bit;
+        }
+    }
+
+    /// A bit per node (node `i` is bit `i % 64` of word `i / 64`), set where its live
+    /// containers are allocated more than its capacity: a pass over overloaded nodes
+    /// scans 64 nodes a word instead of reading every node.
+    pub fn overfull_nodes(&self) -> &[u64] {
+        &self.overfull
+    }
+
+    /// Equal for two views exactly when one was patched from the other (or cloned):
+    /// they list the same nodes in the same order. Views built apart differ even when
+    /// their nodes are the same.
+    pub fn node_layout(&self) -> u64 {
+        self.layout.0
     }
 
     /// Room not allocated on the nodes, summed: each node's capacity less what its

@@ -405,6 +405,7 @@ impl ClusterView {
             && self.node_shapes == fresh.node_shapes
             && self.partitioned == fresh.partitioned
             && self.node_facts == fresh.node_facts
+            && self.overfull == fresh.overfull
     }
 
     /// The same containers below their allocation with the same facts, in any order,
@@ -443,6 +444,7 @@ impl ClusterView {
         let n = &self.nodes[node.get()];
         self.free += n.capacity.saturating_sub(n.used);
         self.node_facts[node.get()].used = n.used;
+        self.mark_overfull(node.get());
     }
 
     /// Add usage and demand to a queue and its ancestors.
@@ -618,6 +620,38 @@ mod tests {
         assert_eq!(v.below_allocation_facts()[0].app, AppIdx(0));
         assert_eq!(v.queues[1].pending, Resource::new(1024, 1));
         assert!(v.derived_agree());
+    }
+
+    #[test]
+    fn overfull_nodes_and_the_node_layout_follow_changes() {
+        let mut v = empty_view();
+        let layout = v.node_layout();
+        let a = v.add_app(app(1, 1, 0)).unwrap();
+        // Four (2 GB, 2 vcores) containers fill n2's (8 GB, 8 vcores); a fifth is more.
+        let cs: Vec<ContainerIdx> = (2..7)
+            .map(|n| v.add_container(container(1, a.0, n, 1, 0)).unwrap())
+            .collect();
+        assert_eq!(v.overfull_nodes(), &[0b10]);
+        v.set_container_limits(cs[0], Limits::MIN_FOOTPRINT, ContainerState::Killed, false)
+            .unwrap();
+        assert_eq!(v.overfull_nodes(), &[0]);
+        v.set_container_limits(
+            cs[0],
+            Limits::MIN_FOOTPRINT,
+            ContainerState::Suspended,
+            false,
+        )
+        .unwrap();
+        assert_eq!(v.overfull_nodes(), &[0b10], "allocated while suspended");
+        v.remove_container(cs[1]).unwrap();
+        assert_eq!(v.overfull_nodes(), &[0]);
+        assert!(v.derived_agree());
+        // In-place changes and clones keep the layout; a view built anew gets its own.
+        v.set_node(NodeIdx(0), Resource::new(16384, 16), Partition::Short)
+            .unwrap();
+        assert_eq!(v.node_layout(), layout);
+        assert_eq!(v.clone().node_layout(), layout);
+        assert_ne!(empty_view().node_layout(), layout);
     }
 
     #[test]

@@ -1045,7 +1045,25 @@ impl<'a> Tick<'a> {
         let Some(scan) = self.las.take() else {
             return;
         };
-        for n in 0..self.view.nodes.len() {
+        // Only two kinds of node can qualify: those this tick has touched (every node
+        // with a waiting container is, and only they hold other than the view says),
+        // and the rest where the view has more allocated than fits. As a bitmap, so
+        // that nodes go in index order, as the round budget is spent.
+        let mut candidates = self.view.overfull_nodes().to_vec();
+        for &n in self.ledger.touched_nodes() {
+            candidates[n as usize / 64] |= 1 << (n % 64);
+        }
+        let nodes = candidates.iter().enumerate().flat_map(|(w, &word)| {
+            let mut bits = word;
+            std::iter::from_fn(move || {
+                (bits != 0).then(|| {
+                    let b = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    w * 64 + b
+                })
+            })
+        });
+        for n in nodes {
             // What runs, plus what non-LAS waiting containers keep, against the node;
             // then whether a waiting one might fit the free room or a quantum expires.
             let any = scan.waiting[n] > 0;

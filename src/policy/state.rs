@@ -103,45 +103,51 @@ impl Memo {
     }
 }
 
-/// LAS timers by node, laid out as the last view listed its nodes, each with its
-/// node's id. A tick finds a node's timer by its place instead of hashing its id (the
-/// simulator's ticks look up thousands); a view that lists its nodes otherwise gets
-/// the timers re-laid by id. Every entry is its own node's, so an entry whose id
-/// matches is right even when other places moved.
+/// LAS timers by node, laid out as the last view listed its nodes. A tick finds a
+/// node's timer by its place instead of hashing its id (the simulator's ticks look up
+/// thousands). A view with another [`ClusterView::node_layout`] is checked once against
+/// the node ids the timers were laid out for, and the timers are re-laid by id if it
+/// lists its nodes otherwise.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct LasTimers {
-    at: Vec<(NodeId, Option<Millis>)>,
+    layout: Option<u64>,
+    ids: Vec<NodeId>,
+    at: Vec<Option<Millis>>,
 }
 
 impl LasTimers {
     /// When node `n` of `view` next needs a look, if it has a timer.
     pub fn get(&mut self, view: &ClusterView, n: usize) -> Option<Millis> {
-        self.align(view, n);
-        self.at[n].1
+        self.align(view);
+        self.at[n]
     }
 
     pub fn set(&mut self, view: &ClusterView, n: usize, at: Option<Millis>) {
-        self.align(view, n);
-        self.at[n].1 = at;
+        self.align(view);
+        self.at[n] = at;
     }
 
-    /// Lays the timers out as `view` lists its nodes unless place `n` already holds
-    /// its node. Timers of nodes no longer in the view are dropped: a node that comes
-    /// back gets a look at once, which a node without a timer always gets.
-    fn align(&mut self, view: &ClusterView, n: usize) {
-        if self.at.len() == view.nodes.len() && self.at[n].0 == view.nodes[n].id {
+    /// Lays the timers out as `view` lists its nodes. Timers of nodes no longer in the
+    /// view are dropped: a node that comes back gets a look at once, which a node
+    /// without a timer always gets.
+    fn align(&mut self, view: &ClusterView) {
+        if self.layout == Some(view.node_layout()) {
+            return;
+        }
+        self.layout = Some(view.node_layout());
+        let same = self.ids.len() == view.nodes.len()
+            && self.ids.iter().zip(&view.nodes).all(|(id, n)| *id == n.id);
+        if same {
             return;
         }
         let by_id: IdMap<NodeId, Millis> = self
-            .at
+            .ids
             .drain(..)
+            .zip(self.at.drain(..))
             .filter_map(|(id, t)| Some((id, t?)))
             .collect();
-        self.at = view
-            .nodes
-            .iter()
-            .map(|node| (node.id.clone(), by_id.get(&node.id).copied()))
-            .collect();
+        self.ids = view.nodes.iter().map(|n| n.id.clone()).collect();
+        self.at = self.ids.iter().map(|id| by_id.get(id).copied()).collect();
     }
 }
 
@@ -303,5 +309,10 @@ mod tests {
         assert_eq!(t.get(&last, 1), Some(40));
         assert_eq!(t.get(&last, 2), None);
         assert_eq!(t.get(&last, 3), Some(10));
+        // A view built anew with the same nodes in the same order keeps them in place.
+        let again = view(&["b:1", "d:1", "c:1", "a:1"]);
+        assert_ne!(again.node_layout(), last.node_layout());
+        assert_eq!(t.get(&again, 1), Some(40));
+        assert_eq!(t.get(&again, 3), Some(10));
     }
 }
