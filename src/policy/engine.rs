@@ -35,7 +35,7 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
         memos,
         dice: dice_state,
         las_checks,
-        node_buffers,
+        buffers,
     } = state;
     let memos = Memos::new(view, memos);
     let mut t = Tick::new(
@@ -45,7 +45,7 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
         memos,
         dice_state.last_sample_ms,
         las_checks,
-        std::mem::take(node_buffers),
+        std::mem::take(buffers),
     );
     t.release_unmanaged();
     let (loads, acc) = t.share_based();
@@ -59,17 +59,48 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
     };
     t.partitions(dice_state);
     t.node_capacities();
-    *node_buffers = t.ledger.take_buffers();
+    *buffers = TickBuffers {
+        ledger: t.ledger.take_buffers(),
+        las: t.las.take().unwrap_or_default(),
+    };
     t.finish(&loads, &acc, report)
 }
 
+/// Per-node arrays a tick fills, kept from the last tick so that a tick allocates none.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TickBuffers {
+    ledger: NodeBuffers,
+    las: LasScan,
+}
+
 /// Per node: what its waiting (suspended or shrunk) LAS containers hold, the least
-/// any of them needs, and whether one asks for a look now (quantum expiry).
+/// any of them needs, and whether one asks for a look now (quantum expiry). A tick
+/// zeroes only the nodes the last one counted.
+#[derive(Clone, Debug, Default)]
 struct LasScan {
     waiting_held: Vec<Amount>,
     waiting: Vec<u32>,
     smallest: Vec<Amount>,
     due: Vec<bool>,
+    /// The nodes with a waiting container; only their entries are set.
+    counted: Vec<u32>,
+}
+
+impl LasScan {
+    fn reset(&mut self, nodes: usize) {
+        if self.waiting.len() == nodes {
+            for &n in &self.counted {
+                self.waiting[n as usize] = 0;
+            }
+        } else {
+            self.waiting.clear();
+            self.waiting.resize(nodes, 0);
+            self.waiting_held.resize(nodes, Amount::ZERO);
+            self.smallest.resize(nodes, Amount::ZERO);
+            self.due.resize(nodes, false);
+        }
+        self.counted.clear();
+    }
 }
 
 /// Lists [`Tick::las_node`] works in, kept for the tick's next node: tens of nodes are
@@ -274,7 +305,7 @@ impl<'a> Tick<'a> {
         memos: Memos<'a>,
         dice_sampled_until: Option<Millis>,
         las_checks: &'a mut LasTimers,
-        node_buffers: NodeBuffers,
+        buffers: TickBuffers,
     ) -> Self {
         let total = Amount::from(view.capacity);
         let policy: Vec<PolicyKind> = view.apps.iter().map(|a| app_policy(view, a, s)).collect();
@@ -287,13 +318,15 @@ impl<'a> Tick<'a> {
         let (las_active, dice_active) = (any(PolicyKind::Las), any(PolicyKind::Dice));
         let nn = view.nodes.len();
         let budget = total.scale(capacity::finite_or(s.total_preemption_per_round, 0.0));
+        let TickBuffers {
+            ledger: node_buffers,
+            las: mut las_scan,
+        } = buffers;
         let mut ledger = Ledger::new(view, budget, node_buffers);
         let waiting = view.below_allocation_facts();
-        let mut las = las_active.then(|| LasScan {
-            waiting_held: vec![Amount::ZERO; nn],
-            waiting: vec![0; nn],
-            smallest: vec![Amount::ZERO; nn],
-            due: vec![false; nn],
+        let mut las = las_active.then(|| {
+            las_scan.reset(nn);
+            las_scan
         });
         // Summed per queue and taken once each: thousands wait under LAS, each a walk up
         // its queue's lineage.
@@ -309,11 +342,12 @@ impl<'a> Tick<'a> {
             from_queue[view.apps[a].queue.get()] += reclaimed;
             if let Some(l) = las_node {
                 // Per-node fields are set at the node's first waiting container and
-                // read only where one waits: the zeroed arrays stay untouched (and
-                // unpaged) elsewhere.
+                // read only where one waits.
                 if l.waiting[n] == 0 {
+                    l.counted.push(n as u32);
                     l.due[n] = las_checks.get(view, n).is_none_or(|t| t <= now);
                     l.smallest[n] = reclaimed;
+                    l.waiting_held[n] = Amount::ZERO;
                 }
                 l.waiting[n] += 1;
                 l.waiting_held[n] += held;
@@ -1079,6 +1113,7 @@ impl<'a> Tick<'a> {
                 self.las_node(n);
             }
         }
+        self.las = Some(scan);
     }
 
     fn las_node(&mut self, n: usize) {
@@ -1514,13 +1549,15 @@ impl<'a> Tick<'a> {
                 .all(|(capacity, advertised)| advertised == las::admission(capacity, &self.s.las))
         };
         // Touched nodes come in the order first touched, thousands under LAS: only the
-        // few that change are sorted into node order.
+        // few that change are sorted into node order. Once every node advertises N+Q, a
+        // node changes only if it has reclaimed room to advertise.
         let all = 0..view.nodes.len();
         let touched = self.ledger.touched_nodes().iter().map(|&n| n as usize);
+        let advertising = self.ledger.advertising_nodes().iter().map(|&n| n as usize);
         let candidates: Box<dyn Iterator<Item = usize>> = if las_on && !admitted_everywhere() {
             Box::new(all)
         } else if las_on {
-            Box::new(touched)
+            Box::new(advertising)
         } else {
             Box::new(view.reshaped_nodes().iter().map(|n| n.get()).chain(touched))
         };

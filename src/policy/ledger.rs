@@ -54,6 +54,9 @@ pub(crate) struct NodeBuffers {
     generation: u32,
     /// The stamped nodes, in the order first touched.
     touched: Vec<u32>,
+    /// Nodes whose advertised reclaimed room went from nothing to something (a node
+    /// may be listed more than once).
+    advertising: Vec<u32>,
 }
 
 impl<'a> Ledger<'a> {
@@ -69,6 +72,7 @@ impl<'a> Ledger<'a> {
         node.held.resize(nn, Amount::ZERO);
         node.reclaimed.resize(nn, Amount::ZERO);
         node.touched.clear();
+        node.advertising.clear();
         Ledger {
             nodes: view.node_facts(),
             parents: view
@@ -132,6 +136,12 @@ impl<'a> Ledger<'a> {
         &self.node.touched
     }
 
+    /// Every node that has advertised reclaimed room now is among these (some may
+    /// have none again, some are listed twice).
+    pub fn advertising_nodes(&self) -> &[u32] {
+        &self.node.advertising
+    }
+
     /// A container on node `n` was reduced before this tick: its node holds
     /// `reclaimed` less, which the node advertises if `advertised`.
     pub fn reduced_before(&mut self, n: usize, reclaimed: Amount, advertised: bool) {
@@ -152,7 +162,11 @@ impl<'a> Ledger<'a> {
             self.node.touched.push(n as u32);
         }
         let before = self.node_room(n);
+        let advertised = self.node.reclaimed[n].any_positive();
         change(&mut self.node.held[n], &mut self.node.reclaimed[n]);
+        if !advertised && self.node.reclaimed[n].any_positive() {
+            self.node.advertising.push(n as u32);
+        }
         self.room = self.room - before + self.node_room(n);
     }
 

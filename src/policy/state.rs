@@ -13,7 +13,7 @@ use rand::SeedableRng;
 use rand_pcg::Pcg64;
 
 use super::dice::DiceWindow;
-use super::ledger::NodeBuffers;
+use super::engine::TickBuffers;
 use crate::cluster::{ClusterView, ContainerId, ContainerIdx, IdMap, Millis, NodeId};
 use crate::config::settings::PolicySettings;
 
@@ -29,7 +29,7 @@ pub struct PolicyState {
     /// there (its earliest quantum expiry while a container waits).
     pub(crate) las_checks: LasTimers,
     /// The last tick's per-node arrays, reused by the next.
-    pub(crate) node_buffers: NodeBuffers,
+    pub(crate) buffers: TickBuffers,
 }
 
 impl PolicyState {
@@ -40,7 +40,7 @@ impl PolicyState {
             memos: MemoStore::default(),
             dice: DiceState::default(),
             las_checks: LasTimers::default(),
-            node_buffers: NodeBuffers::default(),
+            buffers: TickBuffers::default(),
         }
     }
 
