@@ -78,26 +78,28 @@ pub(crate) struct TickBuffers {
 /// zeroes only the nodes the last one counted.
 #[derive(Clone, Debug, Default)]
 struct LasScan {
-    waiting_held: Vec<Amount>,
-    waiting: Vec<u32>,
-    smallest: Vec<Amount>,
-    due: Vec<bool>,
+    nodes: Vec<LasWaiting>,
     /// The nodes with a waiting container; only their entries are set.
     counted: Vec<u32>,
 }
 
+#[derive(Clone, Copy, Debug, Default)]
+struct LasWaiting {
+    count: u32,
+    due: bool,
+    held: Amount,
+    smallest: Amount,
+}
+
 impl LasScan {
     fn reset(&mut self, nodes: usize) {
-        if self.waiting.len() == nodes {
+        if self.nodes.len() == nodes {
             for &n in &self.counted {
-                self.waiting[n as usize] = 0;
+                self.nodes[n as usize].count = 0;
             }
         } else {
-            self.waiting.clear();
-            self.waiting.resize(nodes, 0);
-            self.waiting_held.resize(nodes, Amount::ZERO);
-            self.smallest.resize(nodes, Amount::ZERO);
-            self.due.resize(nodes, false);
+            self.nodes.clear();
+            self.nodes.resize(nodes, LasWaiting::default());
         }
         self.counted.clear();
     }
@@ -343,15 +345,19 @@ impl<'a> Tick<'a> {
             if let Some(l) = las_node {
                 // Per-node fields are set at the node's first waiting container and
                 // read only where one waits.
-                if l.waiting[n] == 0 {
+                let e = &mut l.nodes[n];
+                if e.count == 0 {
                     l.counted.push(n as u32);
-                    l.due[n] = las_checks.get(view, n).is_none_or(|t| t <= now);
-                    l.smallest[n] = reclaimed;
-                    l.waiting_held[n] = Amount::ZERO;
+                    *e = LasWaiting {
+                        count: 0,
+                        due: las_checks.get(view, n).is_none_or(|t| t <= now),
+                        held: Amount::ZERO,
+                        smallest: reclaimed,
+                    };
                 }
-                l.waiting[n] += 1;
-                l.waiting_held[n] += held;
-                l.smallest[n] = l.smallest[n].component_min(reclaimed);
+                e.count += 1;
+                e.held += held;
+                e.smallest = e.smallest.component_min(reclaimed);
             }
         }
         for (q, amount) in from_queue.into_iter().enumerate() {
@@ -1100,15 +1106,15 @@ impl<'a> Tick<'a> {
         for n in nodes {
             // What runs, plus what non-LAS waiting containers keep, against the node;
             // then whether a waiting one might fit the free room or a quantum expires.
-            let any = scan.waiting[n] > 0;
+            let w = scan.nodes[n];
+            let any = w.count > 0;
             let busy = if any {
-                self.ledger.node_held(n) - scan.waiting_held[n]
+                self.ledger.node_held(n) - w.held
             } else {
                 self.ledger.node_held(n)
             };
             let overflow = !busy.fits_in(&self.ledger.node_cap(n));
-            let waiting =
-                any && (scan.due[n] || scan.smallest[n].fits_in(&self.ledger.node_room(n)));
+            let waiting = any && (w.due || w.smallest.fits_in(&self.ledger.node_room(n)));
             if overflow || waiting {
                 self.las_node(n);
             }

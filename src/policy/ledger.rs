@@ -45,12 +45,9 @@ pub(crate) enum Room {
 /// tick's generation.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct NodeBuffers {
-    /// What the node's live containers hold physically (YARN's used, less what was
-    /// reclaimed).
-    held: Vec<Amount>,
-    /// Reclaimed room that the node advertises to the RM.
-    reclaimed: Vec<Amount>,
-    stamp: Vec<u32>,
+    /// One entry per node, its fields side by side: a tick visits thousands of nodes
+    /// in no order, one cache line each.
+    entries: Vec<NodeEntry>,
     generation: u32,
     /// The stamped nodes, in the order first touched.
     touched: Vec<u32>,
@@ -59,18 +56,26 @@ pub(crate) struct NodeBuffers {
     advertising: Vec<u32>,
 }
 
+#[derive(Clone, Copy, Debug, Default)]
+struct NodeEntry {
+    /// What the node's live containers hold physically (YARN's used, less what was
+    /// reclaimed).
+    held: Amount,
+    /// Reclaimed room that the node advertises to the RM.
+    reclaimed: Amount,
+    stamp: u32,
+}
+
 impl<'a> Ledger<'a> {
     pub fn new(view: &'a ClusterView, budget: Amount, mut node: NodeBuffers) -> Ledger<'a> {
         let nq = view.queues.len();
         let nn = view.nodes.len();
         node.generation = node.generation.wrapping_add(1);
-        if node.generation == 0 || node.stamp.len() != nn {
-            node.stamp.clear();
-            node.stamp.resize(nn, 0);
+        if node.generation == 0 || node.entries.len() != nn {
+            node.entries.clear();
+            node.entries.resize(nn, NodeEntry::default());
             node.generation = 1;
         }
-        node.held.resize(nn, Amount::ZERO);
-        node.reclaimed.resize(nn, Amount::ZERO);
         node.touched.clear();
         node.advertising.clear();
         Ledger {
@@ -104,7 +109,7 @@ impl<'a> Ledger<'a> {
     }
 
     fn fresh(&self, n: usize) -> bool {
-        self.node.stamp[n] == self.node.generation
+        self.node.entries[n].stamp == self.node.generation
     }
 
     /// Physical capacity of node `n`.
@@ -115,7 +120,7 @@ impl<'a> Ledger<'a> {
     /// What node `n`'s live containers hold physically now.
     pub fn node_held(&self, n: usize) -> Amount {
         if self.fresh(n) {
-            self.node.held[n]
+            self.node.entries[n].held
         } else {
             Amount::from(self.nodes[n].used)
         }
@@ -124,7 +129,7 @@ impl<'a> Ledger<'a> {
     /// Reclaimed room node `n` advertises to the RM.
     pub fn node_reclaimed(&self, n: usize) -> Amount {
         if self.fresh(n) {
-            self.node.reclaimed[n]
+            self.node.entries[n].reclaimed
         } else {
             Amount::ZERO
         }
@@ -156,15 +161,18 @@ impl<'a> Ledger<'a> {
     /// Change what node `n` holds and advertises as reclaimed, keeping the total room.
     fn change_node(&mut self, n: usize, change: impl FnOnce(&mut Amount, &mut Amount)) {
         if !self.fresh(n) {
-            self.node.stamp[n] = self.node.generation;
-            self.node.held[n] = Amount::from(self.nodes[n].used);
-            self.node.reclaimed[n] = Amount::ZERO;
+            self.node.entries[n] = NodeEntry {
+                held: Amount::from(self.nodes[n].used),
+                reclaimed: Amount::ZERO,
+                stamp: self.node.generation,
+            };
             self.node.touched.push(n as u32);
         }
         let before = self.node_room(n);
-        let advertised = self.node.reclaimed[n].any_positive();
-        change(&mut self.node.held[n], &mut self.node.reclaimed[n]);
-        if !advertised && self.node.reclaimed[n].any_positive() {
+        let e = &mut self.node.entries[n];
+        let advertised = e.reclaimed.any_positive();
+        change(&mut e.held, &mut e.reclaimed);
+        if !advertised && e.reclaimed.any_positive() {
             self.node.advertising.push(n as u32);
         }
         self.room = self.room - before + self.node_room(n);

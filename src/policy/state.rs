@@ -130,10 +130,15 @@ impl LasTimers {
     /// Lays the timers out as `view` lists its nodes. Timers of nodes no longer in the
     /// view are dropped: a node that comes back gets a look at once, which a node
     /// without a timer always gets.
+    #[inline]
     fn align(&mut self, view: &ClusterView) {
-        if self.layout == Some(view.node_layout()) {
-            return;
+        if self.layout != Some(view.node_layout()) {
+            self.lay_out(view);
         }
+    }
+
+    #[cold]
+    fn lay_out(&mut self, view: &ClusterView) {
         self.layout = Some(view.node_layout());
         let same = self.ids.len() == view.nodes.len()
             && self.ids.iter().zip(&view.nodes).all(|(id, n)| *id == n.id);
