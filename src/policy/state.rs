@@ -132,7 +132,8 @@ impl LasTimers {
     /// without a timer always gets.
     #[inline]
     fn align(&mut self, view: &ClusterView) {
-        if self.layout != Some(view.node_layout()) {
+        // The length too: `nodes` is public, and a caller that edits it keeps the layout.
+        if self.layout != Some(view.node_layout()) || self.at.len() != view.nodes.len() {
             self.lay_out(view);
         }
     }
