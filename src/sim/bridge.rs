@@ -117,8 +117,9 @@ impl PolicyBridge {
 /// ticks only a few of thousands of containers change. So the view is built once and
 /// then patched ([`ClusterView::add_container`] and its kin): the containers the engine
 /// lists as changed ([`Core::track_changes`]) are added, updated or removed, and the
-/// applications' demand is refreshed. A tick costs O(changes + applications + nodes)
-/// of plain writes, not a rebuild and re-index of every container. Attained service
+/// applications' demand is refreshed, and only the nodes whose advertised capacity or
+/// partition was set are read. A tick costs O(changes + applications) of plain writes,
+/// not a rebuild and re-index of every container. Attained service
 /// is not brought up to now either: a container's speed changes only with a change the
 /// engine lists, so each carries its attained service as of that change and the rate
 /// it grows at, which the policy reads at its tick's time. Debug builds compare every
