@@ -62,15 +62,18 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
     *buffers = TickBuffers {
         ledger: t.ledger.take_buffers(),
         las: t.las.take().unwrap_or_default(),
+        las_work: std::mem::take(&mut t.las_work),
     };
     t.finish(&loads, &acc, report)
 }
 
-/// Per-node arrays a tick fills, kept from the last tick so that a tick allocates none.
+/// Per-node arrays a tick fills and the lists LAS steps nodes in, kept from the last
+/// tick so that a tick allocates none.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct TickBuffers {
     ledger: NodeBuffers,
     las: LasScan,
+    las_work: LasWork,
 }
 
 /// Per node: what its waiting (suspended or shrunk) LAS containers hold, the least
@@ -105,9 +108,9 @@ impl LasScan {
     }
 }
 
-/// Lists [`Tick::las_node`] works in, kept for the tick's next node: tens of nodes are
+/// Lists [`Tick::las_node`] works in, kept for the next node: tens of nodes are
 /// stepped a tick.
-#[derive(Default)]
+#[derive(Clone, Debug, Default)]
 struct LasWork {
     idx: Vec<ContainerIdx>,
     tasks: Vec<LasTask>,
@@ -323,6 +326,7 @@ impl<'a> Tick<'a> {
         let TickBuffers {
             ledger: node_buffers,
             las: mut las_scan,
+            las_work,
         } = buffers;
         let mut ledger = Ledger::new(view, budget, node_buffers);
         let waiting = view.below_allocation_facts();
@@ -392,7 +396,7 @@ impl<'a> Tick<'a> {
             dice_active,
             las,
             dice,
-            las_work: LasWork::default(),
+            las_work,
             partition_changes: Vec::new(),
             partitions_planned: false,
             actions: Vec::new(),

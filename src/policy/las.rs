@@ -120,7 +120,7 @@ fn least_attained_first(tasks: &[LasTask], a: usize, b: usize) -> Ordering {
 /// Lists [`node_step`] works in, kept by a caller that steps nodes often (the
 /// simulator steps one on every arrival, finish and quantum expiry) so that a step
 /// allocates nothing.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct LasScratch {
     touched: Vec<bool>,
     order: Vec<usize>,
