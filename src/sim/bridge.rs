@@ -119,11 +119,11 @@ impl PolicyBridge {
 /// lists as changed ([`Core::track_changes`]) are added, updated or removed, and the
 /// applications' demand is refreshed, and only the nodes whose advertised capacity or
 /// partition was set are read. A tick costs O(changes + applications) of plain writes,
-/// not a rebuild and re-index of every container. Attained service
-/// is not brought up to now either: a container's speed changes only with a change the
-/// engine lists, so each carries its attained service as of that change and the rate
-/// it grows at, which the policy reads at its tick's time. Debug builds compare every
-/// patched view with one built anew.
+/// not a rebuild and re-index of every container. Attained service is not brought up
+/// to now either: a container's speed changes only with a change the engine lists, so
+/// each carries its attained service as of that change and the rate it grows at, which
+/// the policy reads at its tick's time. Debug builds compare every patched view with
+/// one built anew.
 pub(crate) struct ViewBuilder {
     node_count: usize,
     view: Option<ClusterView>,
