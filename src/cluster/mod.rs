@@ -419,6 +419,8 @@ pub struct ClusterView {
     overfull: Vec<u64>,
     #[serde(skip)]
     layout: NodeLayout,
+    #[serde(skip)]
+    journal: NodeJournal,
 }
 
 /// Tells views apart by their node lists: every view built gets its own, and in-place
@@ -438,6 +440,61 @@ impl Default for NodeLayout {
 impl PartialEq for NodeLayout {
     fn eq(&self, _: &Self) -> bool {
         true
+    }
+}
+
+/// The nodes that in-place changes (patch.rs) touched, so that a policy keeping
+/// per-node state between ticks redoes only those nodes: a node is listed when what is
+/// allocated there, which of its containers are below their allocation and how far, its
+/// advertised room, or the queue of an application with a reduced container there
+/// changes. Nodes may be listed more than once.
+///
+/// Every view gets its own `id`, a clone included (the two then change apart), and the
+/// list is cleared now and then (`base` counts what was cleared), so a reader holding a
+/// [`JournalMark`] of another view, or of changes already cleared, learns that it must
+/// start over instead of missing a change.
+#[derive(Debug)]
+struct NodeJournal {
+    id: u64,
+    base: u64,
+    nodes: Vec<u32>,
+}
+
+/// Where a reader of a view's node journal got to: see [`ClusterView::nodes_changed_since`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JournalMark {
+    id: u64,
+    seq: u64,
+}
+
+impl Default for NodeJournal {
+    fn default() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        NodeJournal {
+            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            base: 0,
+            nodes: Vec::new(),
+        }
+    }
+}
+
+impl Clone for NodeJournal {
+    fn clone(&self) -> Self {
+        NodeJournal::default()
+    }
+}
+
+/// Derived from the changes, not from what the view shows.
+impl PartialEq for NodeJournal {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl NodeJournal {
+    fn clear(&mut self) {
+        self.base += self.nodes.len() as u64;
+        self.nodes.clear();
     }
 }
 
@@ -532,6 +589,7 @@ impl ClusterView {
             node_facts: Vec::new(),
             overfull: Vec::new(),
             layout: NodeLayout::default(),
+            journal: NodeJournal::default(),
         };
         for a in apps {
             view.add_app(a)?;
@@ -584,6 +642,44 @@ impl ClusterView {
         self.layout.0
     }
 
+    /// Where the node journal stands now; pass it to
+    /// [`ClusterView::nodes_changed_since`] at the next look.
+    pub fn journal_mark(&self) -> JournalMark {
+        JournalMark {
+            id: self.journal.id,
+            seq: self.journal.base + self.journal.nodes.len() as u64,
+        }
+    }
+
+    /// The nodes changed in place since `mark` was taken of this view (some listed
+    /// twice), or None when that is not known: the mark is of another view (a clone or
+    /// one built anew), or the changes since were cleared.
+    pub fn nodes_changed_since(&self, mark: JournalMark) -> Option<&[u32]> {
+        let j = &self.journal;
+        let from = mark.seq.checked_sub(j.base)?;
+        if mark.id != j.id {
+            return None;
+        }
+        j.nodes.get(usize::try_from(from).ok()?..)
+    }
+
+    /// Forget the journalled changes; readers with an earlier mark start over. A
+    /// caller that patches a view between ticks clears it before each patch, so that it
+    /// holds one tick's changes.
+    pub fn clear_node_journal(&mut self) {
+        self.journal.clear();
+    }
+
+    /// List node `n` as changed. The list is cleared past a few times the node count,
+    /// so a view nobody reads the journal of stays small.
+    pub(super) fn journal_node(&mut self, n: NodeIdx) {
+        let j = &mut self.journal;
+        if j.nodes.len() >= 4 * self.nodes.len() + 1024 {
+            j.clear();
+        }
+        j.nodes.push(n.0);
+    }
+
     /// Room not allocated on the nodes, summed: each node's capacity less what its
     /// live containers are allocated (never below zero on a node).
     pub fn free_room(&self) -> Resource {
@@ -633,6 +729,13 @@ impl ClusterView {
     /// [`ClusterView::new`]; in no particular order after in-place changes.
     pub fn below_allocation(&self) -> &[ContainerIdx] {
         &self.below_allocation
+    }
+
+    /// What a policy tick reads of container `i` if it is below its allocation (live,
+    /// and suspended or shrunk), from the dense list rather than the container itself.
+    pub fn below_allocation_fact(&self, i: ContainerIdx) -> Option<&BelowAllocation> {
+        let p = *self.at_below.get(i.get())?;
+        self.below_allocation_facts.get(usize::try_from(p).ok()?)
     }
 
     /// [`ClusterView::below_allocation`] with what a policy tick reads of each, in the

@@ -105,6 +105,15 @@ impl ClusterView {
         let used = self.app_used[i.get()];
         self.unroll(was, used, was_pending);
         self.roll_up(queue, used, pending);
+        if was != queue {
+            // A reduced container's queue decides whose accounting got its room back.
+            for k in 0..self.apps[i.get()].containers.len() {
+                let c = self.apps[i.get()].containers[k];
+                if self.below_at(c).is_some() {
+                    self.journal_node(self.containers[c.get()].node);
+                }
+            }
+        }
         Ok(())
     }
 
@@ -205,6 +214,7 @@ impl ClusterView {
             let (app, node, allocated) = (c.app, c.node, c.allocated);
             self.hold(app, node, allocated, false);
         }
+        self.journal_node(self.containers[i.get()].node);
         self.drop_below(i);
         let (app, node) = (self.containers[i.get()].app, self.containers[i.get()].node);
         let p = self.at_app[i.get()] as usize;
@@ -265,6 +275,7 @@ impl ClusterView {
         let (live, reduced) = (c.is_live(), c.state != ContainerState::Running);
         let (app, node, allocated) = (c.app, c.node, c.allocated);
         let fact = below(i, c);
+        self.journal_node(node);
         if was_live != live {
             self.hold(app, node, allocated, live);
         }
@@ -337,6 +348,7 @@ impl ClusterView {
                     }
                     _ => {}
                 }
+                self.journal_node(i);
                 Ok(())
             }
             None => Err(ViewError::NotInView {
@@ -445,6 +457,7 @@ impl ClusterView {
         self.free += n.capacity.saturating_sub(n.used);
         self.node_facts[node.get()].used = n.used;
         self.mark_overfull(node.get());
+        self.journal_node(node);
     }
 
     /// Add usage and demand to a queue and its ancestors.
@@ -652,6 +665,49 @@ mod tests {
         assert_eq!(v.node_layout(), layout);
         assert_eq!(v.clone().node_layout(), layout);
         assert_ne!(empty_view().node_layout(), layout);
+    }
+
+    #[test]
+    fn the_node_journal_lists_what_changed_and_says_when_it_cannot() {
+        let mut v = empty_view();
+        let start = v.journal_mark();
+        assert_eq!(v.nodes_changed_since(start), Some(&[][..]));
+        let a = v.add_app(app(1, 1, 0)).unwrap();
+        assert_eq!(
+            v.nodes_changed_since(start),
+            Some(&[][..]),
+            "no node holds more"
+        );
+        let c = v.add_container(container(1, a.0, 2, 1, 0)).unwrap();
+        v.clear_node_journal();
+        // A mark from before the clear no longer knows; one taken now does.
+        assert_eq!(v.nodes_changed_since(start), None);
+        let mark = v.journal_mark();
+        v.set_container_limits(c, Limits::MIN_FOOTPRINT, ContainerState::Suspended, false)
+            .unwrap();
+        assert_eq!(v.nodes_changed_since(mark), Some(&[1][..]));
+        let mark = v.journal_mark();
+        // Its application moves queue: whose room the suspension gave back changes.
+        v.set_app_demand(a, QueueIdx(2), 0.0, &[], None).unwrap();
+        v.set_node(NodeIdx(0), Resource::new(9000, 9), Partition::General)
+            .unwrap();
+        assert_eq!(v.nodes_changed_since(mark), Some(&[1, 0][..]));
+        let mark = v.journal_mark();
+        v.add_container(container(1, a.0, 3, 0, 0)).unwrap();
+        v.remove_container(c).unwrap();
+        let listed = v.nodes_changed_since(mark).unwrap();
+        assert!(listed.contains(&0) && listed.contains(&1), "{listed:?}");
+        // A clone changes apart from its original, so marks do not carry over.
+        assert_eq!(v.clone().nodes_changed_since(v.journal_mark()), None);
+        assert_eq!(empty_view().nodes_changed_since(mark), None);
+        // A journal nobody clears stays small, and readers then start over.
+        let mark = v.journal_mark();
+        for _ in 0..1100 {
+            v.set_node(NodeIdx(0), Resource::new(9000, 9), Partition::General)
+                .unwrap();
+        }
+        assert_eq!(v.nodes_changed_since(mark), None);
+        assert!(v.nodes_changed_since(v.journal_mark()).is_some());
     }
 
     #[test]

@@ -198,8 +198,10 @@ impl ViewBuilder {
         advertised: &[Resource],
     ) -> Result<(), ViewError> {
         let mut view = match self.view.take() {
-            Some(v) => {
+            Some(mut v) => {
                 core.take_changed(&mut self.changed);
+                // A decision follows every update: the journal holds one tick's changes.
+                v.clear_node_journal();
                 v
             }
             None => {
