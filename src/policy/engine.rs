@@ -23,7 +23,7 @@ use super::state::{DiceState, LasTimers, Memos, PolicyState};
 use super::victims::{describe_remaining, jobs_by_remaining_time, newest_key, smallest_first};
 use crate::cluster::{
     AppIdx, BelowAllocation, ClusterView, Container, ContainerIdx, ContainerState, IdMap, JobClass,
-    Millis, Partition, PolicyKind,
+    JournalMark, Millis, Partition, PolicyKind,
 };
 use crate::config::settings::PolicySettings;
 use crate::resources::{Limits, Resource};
@@ -59,53 +59,311 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
     };
     t.partitions(dice_state);
     t.node_capacities();
+    let las = match t.las.take() {
+        Some(mut las) => {
+            // What this tick changed there is in the view only once the plan is carried
+            // out: the next tick looks at them again.
+            las.look.extend_from_slice(t.ledger.touched_nodes());
+            las
+        }
+        None => LasIndex::default(),
+    };
     *buffers = TickBuffers {
         ledger: t.ledger.take_buffers(),
-        las: t.las.take().unwrap_or_default(),
+        las,
         las_work: std::mem::take(&mut t.las_work),
     };
     t.finish(&loads, &acc, report)
 }
 
-/// Per-node arrays a tick fills and the lists LAS steps nodes in, kept from the last
-/// tick so that a tick allocates none.
+/// Per-node arrays a tick fills, what LAS knows of its waiting containers and the
+/// lists LAS steps nodes in, kept from the last tick so that a tick allocates none.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct TickBuffers {
     ledger: NodeBuffers,
-    las: LasScan,
+    las: LasIndex,
     las_work: LasWork,
 }
 
-/// Per node: what its waiting (suspended or shrunk) LAS containers hold, the least
-/// any of them needs, and whether one asks for a look now (quantum expiry). A tick
-/// zeroes only the nodes the last one counted.
-#[derive(Clone, Debug, Default)]
-struct LasScan {
-    nodes: Vec<LasWaiting>,
-    /// The nodes with a waiting container; only their entries are set.
-    counted: Vec<u32>,
+impl TickBuffers {
+    /// The next tick starts LAS's counts over (its timers were put back, so the nodes
+    /// it meant to look at may be the wrong ones).
+    pub(crate) fn forget_las(&mut self) {
+        self.las = LasIndex::default();
+    }
 }
 
-#[derive(Clone, Copy, Debug, Default)]
+/// LAS's waiting (suspended or shrunk) containers, counted per node and per queue and
+/// kept between ticks: a tick redoes only the nodes the view's journal lists as
+/// changed, instead of walking the thousands that wait. Each node's LAS reduction is
+/// its base in the ledger. Also the nodes a tick must look at besides the ones it
+/// touches: those changed, those whose timer is due, and those that qualified for a
+/// LAS step when last looked at ([`Tick::las`]).
+#[derive(Clone, Debug, Default)]
+struct LasIndex {
+    /// What the counts are of: None, start over.
+    synced: Option<LasSynced>,
+    nodes: Vec<LasWaiting>,
+    /// Per queue (its own containers only), what its waiting LAS containers gave up.
+    queues: Vec<Amount>,
+    /// Waiting containers under other policies. Their room is advertised, not kept,
+    /// and the tick walks the view's list of waiting containers for them, only when
+    /// there are any.
+    others: u32,
+    /// Some nodes may be listed twice.
+    look: Vec<u32>,
+    /// The nodes whose entry or base was set since the last rebuild (each once), so
+    /// that a rebuild, every tick for a controller's fresh views, clears only those.
+    filled: Vec<u32>,
+    /// Syncs so far, to count a node listed twice in the journal once.
+    syncs: u64,
+}
+
+/// The view (to the journal entry read) and what decides each application's policy.
+#[derive(Clone, Debug)]
+struct LasSynced {
+    mark: JournalMark,
+    settings: PolicySettings,
+    queue_policies: Vec<Option<PolicyKind>>,
+    app_policies: Vec<PolicyKind>,
+}
+
+/// One node's waiting containers.
+#[derive(Clone, Debug, Default)]
 struct LasWaiting {
+    /// Under LAS.
     count: u32,
-    due: bool,
+    /// Under other policies.
+    others: u32,
+    /// What the LAS ones hold, the least any of them gave up, and what they gave up.
     held: Amount,
     smallest: Amount,
+    reduced: Amount,
+    /// What they gave up per queue, to be taken back out when the node changes.
+    by_queue: Vec<(u32, Amount)>,
+    /// Listed in [`LasIndex::filled`].
+    filled: bool,
+    /// The sync that last counted it ([`LasIndex::syncs`]).
+    refreshed: u64,
 }
 
-impl LasScan {
-    fn reset(&mut self, nodes: usize) {
-        if self.nodes.len() == nodes {
-            for &n in &self.counted {
-                self.nodes[n as usize].count = 0;
+impl LasIndex {
+    /// Brings the counts up to `view`, and lists the nodes the tick must look at.
+    fn sync(
+        &mut self,
+        view: &ClusterView,
+        s: &PolicySettings,
+        policy: &[PolicyKind],
+        timers: &mut LasTimers,
+        now: Millis,
+        buffers: &mut NodeBuffers,
+    ) {
+        let nn = view.nodes.len();
+        let same = self.synced.as_ref().is_some_and(|k| {
+            let common = k.app_policies.len().min(policy.len());
+            self.nodes.len() == nn
+                && self.queues.len() == view.queues.len()
+                && k.settings == *s
+                && view
+                    .queues
+                    .iter()
+                    .map(|q| q.policy)
+                    .eq(k.queue_policies.iter().copied())
+                && k.app_policies[..common] == policy[..common]
+        });
+        let changed = self
+            .synced
+            .as_ref()
+            .filter(|_| same)
+            .and_then(|k| view.nodes_changed_since(k.mark));
+        match changed {
+            Some(nodes) => {
+                self.syncs += 1;
+                for &n in nodes {
+                    let n = n as usize;
+                    if self.nodes.get(n).is_some_and(|e| e.refreshed != self.syncs) {
+                        self.refresh(view, s, policy, n, buffers);
+                    }
+                }
+                self.look.extend_from_slice(nodes);
+            }
+            None => self.rebuild(view, s, policy, buffers),
+        }
+        timers.due(view, now, &mut self.look);
+        let mark = view.journal_mark();
+        match &mut self.synced {
+            Some(k) if same => {
+                k.mark = mark;
+                k.app_policies.clear();
+                k.app_policies.extend_from_slice(policy);
+            }
+            _ => {
+                self.synced = Some(LasSynced {
+                    mark,
+                    settings: s.clone(),
+                    queue_policies: view.queues.iter().map(|q| q.policy).collect(),
+                    app_policies: policy.to_vec(),
+                })
+            }
+        }
+    }
+
+    /// Counts every waiting container anew, from the view's dense list of them; every
+    /// node with one, or with more allocated than fits, is looked at. A controller,
+    /// deciding on a view built anew every tick, comes here every tick.
+    fn rebuild(
+        &mut self,
+        view: &ClusterView,
+        s: &PolicySettings,
+        policy: &[PolicyKind],
+        buffers: &mut NodeBuffers,
+    ) {
+        let nn = view.nodes.len();
+        // The nodes filled before: their bases are cleared below unless filled again.
+        let before = std::mem::take(&mut self.filled);
+        if self.nodes.len() == nn && buffers.bases() == nn {
+            for &n in &before {
+                let e = &mut self.nodes[n as usize];
+                e.clear();
+                e.filled = false;
             }
         } else {
             self.nodes.clear();
-            self.nodes.resize(nodes, LasWaiting::default());
+            self.nodes.resize_with(nn, LasWaiting::default);
+            buffers.clear_bases(nn);
         }
-        self.counted.clear();
+        self.queues.clear();
+        self.queues.resize(view.queues.len(), Amount::ZERO);
+        self.others = 0;
+        for w in view.below_allocation_facts() {
+            let e = &mut self.nodes[w.node.get()];
+            if !e.filled {
+                e.filled = true;
+                self.filled.push(w.node.0);
+            }
+            e.add(view, s, policy, w);
+        }
+        for &n in &self.filled {
+            let e = &self.nodes[n as usize];
+            for &(q, a) in &e.by_queue {
+                self.queues[q as usize] += a;
+            }
+            self.others += e.others;
+            buffers.set_base(n as usize, e.reduced, &view.node_facts()[n as usize]);
+        }
+        for &n in &before {
+            let n = n as usize;
+            if self.nodes.get(n).is_some_and(|e| !e.filled) {
+                buffers.set_base(n, Amount::ZERO, &view.node_facts()[n]);
+            }
+        }
+        self.look.clear();
+        self.look.extend_from_slice(&self.filled);
+        // More allocated than fits, and nothing waiting: all may run at once.
+        for (w, &word) in view.overfull_nodes().iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                self.look.push((w * 64) as u32 + bits.trailing_zeros());
+                bits &= bits - 1;
+            }
+        }
     }
+
+    /// Counts node `n`'s waiting containers anew, from its list of containers.
+    fn refresh(
+        &mut self,
+        view: &ClusterView,
+        s: &PolicySettings,
+        policy: &[PolicyKind],
+        n: usize,
+        buffers: &mut NodeBuffers,
+    ) {
+        let LasIndex {
+            nodes,
+            queues,
+            others,
+            filled,
+            syncs: tick,
+            ..
+        } = self;
+        let tick = *tick;
+        let (Some(e), Some(facts)) = (nodes.get_mut(n), view.node_facts().get(n)) else {
+            return;
+        };
+        for &(q, a) in &e.by_queue {
+            queues[q as usize] -= a;
+        }
+        *others -= e.others;
+        e.clear();
+        if !e.filled {
+            e.filled = true;
+            filled.push(n as u32);
+        }
+        e.refreshed = tick;
+        // Read from the dense list: most of a node's containers run, and are not read.
+        for &ci in &view.nodes[n].containers {
+            if let Some(w) = view.below_allocation_fact(ci) {
+                e.add(view, s, policy, w);
+            }
+        }
+        for &(q, a) in &e.by_queue {
+            queues[q as usize] += a;
+        }
+        *others += e.others;
+        buffers.set_base(n, e.reduced, facts);
+    }
+}
+
+impl LasWaiting {
+    /// Nothing waits (its list's room is kept, and whether it is listed as filled).
+    fn clear(&mut self) {
+        let mut by_queue = std::mem::take(&mut self.by_queue);
+        by_queue.clear();
+        *self = LasWaiting {
+            by_queue,
+            filled: self.filled,
+            ..LasWaiting::default()
+        };
+    }
+
+    /// Container `w` waits here.
+    fn add(
+        &mut self,
+        view: &ClusterView,
+        s: &PolicySettings,
+        policy: &[PolicyKind],
+        w: &BelowAllocation,
+    ) {
+        let a = w.app.get();
+        if policy[a] != PolicyKind::Las {
+            self.others += 1;
+            return;
+        }
+        let held = held_in(w.allocated, w.current, w.state, s.suspend.footprint);
+        let reclaimed = Amount::from(w.allocated) - held;
+        let q = view.apps[a].queue.0;
+        self.smallest = if self.count == 0 {
+            reclaimed
+        } else {
+            self.smallest.component_min(reclaimed)
+        };
+        self.count += 1;
+        self.held += held;
+        self.reduced += reclaimed;
+        match self.by_queue.iter_mut().find(|(k, _)| *k == q) {
+            Some((_, a)) => *a += reclaimed,
+            None => self.by_queue.push((q, reclaimed)),
+        }
+    }
+}
+
+/// Why a node needs a LAS step: what runs there, plus what non-LAS waiting containers
+/// keep, does not fit the node; a waiting LAS container might fit the free room; or
+/// its quantum timer is due (or it has none).
+struct LasNeed {
+    overflow: bool,
+    fits: bool,
+    due: bool,
 }
 
 /// Lists [`Tick::las_node`] works in, kept for the next node: tens of nodes are
@@ -202,7 +460,7 @@ struct Tick<'a> {
     las_checks: &'a mut LasTimers,
     las_active: bool,
     dice_active: bool,
-    las: Option<LasScan>,
+    las: Option<LasIndex>,
     dice: Option<DiceScan>,
     las_work: LasWork,
     partition_changes: Vec<(usize, Partition)>,
@@ -302,7 +560,9 @@ impl std::fmt::Display for Secs {
 impl<'a> Tick<'a> {
     /// Works from the view's aggregates (queue and node usage) and its index of
     /// containers below their allocation, so that a tick costs O(nodes + queues +
-    /// applications + suspended containers), not O(containers).
+    /// applications + suspended containers), not O(containers). LAS's suspended
+    /// containers are counted between ticks ([`LasIndex`]): on a view changed in place,
+    /// only those on nodes that changed are counted again.
     fn new(
         view: &'a ClusterView,
         s: &'a PolicySettings,
@@ -324,44 +584,36 @@ impl<'a> Tick<'a> {
         let nn = view.nodes.len();
         let budget = total.scale(capacity::finite_or(s.total_preemption_per_round, 0.0));
         let TickBuffers {
-            ledger: node_buffers,
-            las: mut las_scan,
+            ledger: mut node_buffers,
+            las: mut las_index,
             las_work,
         } = buffers;
+        let las = if las_active {
+            las_index.sync(view, s, &policy, las_checks, now, &mut node_buffers);
+            Some(las_index)
+        } else {
+            node_buffers.clear_bases(nn);
+            None
+        };
         let mut ledger = Ledger::new(view, budget, node_buffers);
         let waiting = view.below_allocation_facts();
-        let mut las = las_active.then(|| {
-            las_scan.reset(nn);
-            las_scan
-        });
         // Summed per queue and taken once each: thousands wait under LAS, each a walk up
-        // its queue's lineage.
-        let mut from_queue = vec![Amount::ZERO; view.queues.len()];
-        for w in waiting {
-            let (n, a) = (w.node.get(), w.app.get());
-            let held = held_in(w.allocated, w.current, w.state, s.suspend.footprint);
-            let reclaimed = Amount::from(w.allocated) - held;
-            // LAS keeps reclaimed room on the node for its own time sharing; every
-            // other policy advertises it.
-            let las_node = las.as_mut().filter(|_| policy[a] == PolicyKind::Las);
-            ledger.reduced_before(n, reclaimed, las_node.is_none());
-            from_queue[view.apps[a].queue.get()] += reclaimed;
-            if let Some(l) = las_node {
-                // Per-node fields are set at the node's first waiting container and
-                // read only where one waits.
-                let e = &mut l.nodes[n];
-                if e.count == 0 {
-                    l.counted.push(n as u32);
-                    *e = LasWaiting {
-                        count: 0,
-                        due: las_checks.get(view, n).is_none_or(|t| t <= now),
-                        held: Amount::ZERO,
-                        smallest: reclaimed,
-                    };
+        // its queue's lineage. LAS's are counted already, and their room is the nodes'
+        // bases; the others' room is advertised.
+        let mut from_queue = match &las {
+            Some(l) => l.queues.clone(),
+            None => vec![Amount::ZERO; view.queues.len()],
+        };
+        if las.as_ref().is_none_or(|l| l.others > 0) {
+            for w in waiting {
+                let (n, a) = (w.node.get(), w.app.get());
+                if policy[a] == PolicyKind::Las {
+                    continue;
                 }
-                e.count += 1;
-                e.held += held;
-                e.smallest = e.smallest.component_min(reclaimed);
+                let held = held_in(w.allocated, w.current, w.state, s.suspend.footprint);
+                let reclaimed = Amount::from(w.allocated) - held;
+                ledger.reduced_before(n, reclaimed, true);
+                from_queue[view.apps[a].queue.get()] += reclaimed;
             }
         }
         for (q, amount) in from_queue.into_iter().enumerate() {
@@ -1083,20 +1335,26 @@ impl<'a> Tick<'a> {
         }
     }
 
-    /// Kairos' node algorithm on every node that has a LAS container waiting or more
-    /// running than fits.
+    /// Kairos' node algorithm on every node that has a LAS container waiting (that fits
+    /// the free room, or whose quantum timer is due) or more running than fits.
     fn las(&mut self) {
-        let Some(scan) = self.las.take() else {
+        let Some(mut index) = self.las.take() else {
             return;
         };
-        // Only two kinds of node can qualify: those this tick has touched (every node
-        // with a waiting container is, and only they hold other than the view says),
-        // and the rest where the view has more allocated than fits. As a bitmap, so
-        // that nodes go in index order, as the round budget is spent.
-        let mut candidates = self.view.overfull_nodes().to_vec();
-        for &n in self.ledger.touched_nodes() {
-            candidates[n as usize / 64] |= 1 << (n % 64);
+        // Only these can qualify: nodes this tick has touched (only they hold other
+        // than the view and their base say) and the nodes the index lists: changed
+        // since the last tick, timer due, or qualifying then. On any other node nothing
+        // the test reads has changed since it failed. As a bitmap, so that nodes go in
+        // index order, as the round budget is spent.
+        let mut candidates = vec![0u64; self.view.nodes.len().div_ceil(64)];
+        for &n in self.ledger.touched_nodes().iter().chain(&index.look) {
+            if let Some(w) = candidates.get_mut(n as usize / 64) {
+                *w |= 1 << (n % 64);
+            }
         }
+        index.look.clear();
+        #[cfg(debug_assertions)]
+        self.check_las_candidates(&index, &candidates);
         let nodes = candidates.iter().enumerate().flat_map(|(w, &word)| {
             let mut bits = word;
             std::iter::from_fn(move || {
@@ -1108,22 +1366,97 @@ impl<'a> Tick<'a> {
             })
         });
         for n in nodes {
-            // What runs, plus what non-LAS waiting containers keep, against the node;
-            // then whether a waiting one might fit the free room or a quantum expires.
-            let w = scan.nodes[n];
-            let any = w.count > 0;
-            let busy = if any {
-                self.ledger.node_held(n) - w.held
-            } else {
-                self.ledger.node_held(n)
+            let Some(w) = index.nodes.get(n) else {
+                continue;
             };
-            let overflow = !busy.fits_in(&self.ledger.node_cap(n));
-            let waiting = any && (w.due || w.smallest.fits_in(&self.ledger.node_room(n)));
-            if overflow || waiting {
-                self.las_node(n);
+            let any = w.count > 0;
+            let LasNeed {
+                overflow,
+                fits,
+                due,
+            } = self.las_need(n, w);
+            if !(overflow || fits || due) {
+                // Nor next tick, unless the node changes or its timer comes due.
+                continue;
+            }
+            self.las_node(n);
+            // Qualifying next tick with nothing changed here (a change lists the node
+            // again, a due timer reports it, and a node this tick touched is looked at
+            // anyway): more runs than fits, or a waiting container fits the room or has
+            // no timer.
+            let timer = self.las_checks.get(self.view, n);
+            if !self.ledger.touched(n) && (overflow || fits || any && timer.is_none()) {
+                index.look.push(n as u32);
             }
         }
-        self.las = Some(scan);
+        self.las = Some(index);
+    }
+
+    /// Why node `n`, whose waiting LAS containers are `w`, needs a LAS step, if it
+    /// does (any of the three).
+    fn las_need(&mut self, n: usize, w: &LasWaiting) -> LasNeed {
+        let any = w.count > 0;
+        let busy = self.ledger.node_held(n) - if any { w.held } else { Amount::ZERO };
+        LasNeed {
+            overflow: !busy.fits_in(&self.ledger.node_cap(n)),
+            fits: any && w.smallest.fits_in(&self.ledger.node_room(n)),
+            due: any && (self.las_checks.get(self.view, n)).is_none_or(|t| t <= self.now),
+        }
+    }
+
+    /// Debug builds: the index agrees with counting every waiting container anew, and
+    /// no node that qualifies is missing from `candidates`.
+    #[cfg(debug_assertions)]
+    fn check_las_candidates(&mut self, index: &LasIndex, candidates: &[u64]) {
+        let mut fresh = LasIndex::default();
+        let mut scratch = NodeBuffers::default();
+        fresh.rebuild(self.view, self.s, &self.policy, &mut scratch);
+        assert_eq!(fresh.queues, index.queues, "LAS index: per-queue sums");
+        assert_eq!(
+            fresh.others, index.others,
+            "LAS index: other waiting containers"
+        );
+        for (n, (a, b)) in fresh.nodes.iter().zip(&index.nodes).enumerate() {
+            assert!(
+                (a.count, a.others, a.held, a.reduced) == (b.count, b.others, b.held, b.reduced)
+                    && (a.count == 0 || a.smallest == b.smallest),
+                "LAS index: node {n} counted {b:?}, anew {a:?}"
+            );
+        }
+        // The ledger's bases are the index's reductions, and its free room their sum.
+        let touched: std::collections::HashSet<u32> =
+            self.ledger.touched_nodes().iter().copied().collect();
+        let mut room = Amount::ZERO;
+        for (n, a) in fresh.nodes.iter().enumerate() {
+            if !touched.contains(&(n as u32)) {
+                let used = Amount::from(self.view.node_facts()[n].used);
+                assert_eq!(
+                    self.ledger.node_held(n),
+                    used - a.reduced,
+                    "node {n}'s base"
+                );
+            }
+            room += self.ledger.node_room(n);
+        }
+        assert_eq!(room, self.ledger.nodes_room(), "free room and the bases");
+        // A rebuild lists every node with a waiting container or more allocated than
+        // fits, and nothing else makes a node qualify.
+        for &n in &fresh.look {
+            let n = n as usize;
+            let w = &fresh.nodes[n];
+            let listed = candidates
+                .get(n / 64)
+                .is_some_and(|w| w & (1 << (n % 64)) != 0);
+            let LasNeed {
+                overflow,
+                fits,
+                due,
+            } = self.las_need(n, w);
+            assert!(
+                listed || !(overflow || fits || due),
+                "LAS: node {n} qualifies but is not a candidate"
+            );
+        }
     }
 
     fn las_node(&mut self, n: usize) {

@@ -15,8 +15,8 @@ pub(crate) struct Ledger<'a> {
     /// was reclaimed or marked).
     pub held: Vec<Amount>,
     /// The nodes this tick changed; every other node holds what the view says it uses
-    /// and has nothing reclaimed, and is never copied (a tick touches a few of
-    /// thousands of nodes).
+    /// less its base (what LAS containers there gave up) and advertises nothing
+    /// reclaimed, and is never copied (a tick touches a few of thousands of nodes).
     node: NodeBuffers,
     /// Free room on all nodes: the sum of [`Ledger::node_room`].
     room: Amount,
@@ -54,6 +54,57 @@ pub(crate) struct NodeBuffers {
     /// Nodes whose advertised reclaimed room went from nothing to something (a node
     /// may be listed more than once).
     advertising: Vec<u32>,
+    /// Per node, what its containers gave up before the tick and keep on the node
+    /// (LAS's time sharing), set by whoever keeps count of them between ticks: an
+    /// unstamped node holds the view's usage less this. Kept across ticks, unlike the
+    /// entries.
+    base: Vec<NodeBase>,
+    /// What the bases add to the free room of all nodes.
+    base_room: Amount,
+    /// Whether any base is set; cleared bases cost nothing to clear again.
+    based: bool,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct NodeBase {
+    reduced: Amount,
+    /// What `reduced` adds to the node's free room (room never goes below zero).
+    room: Amount,
+}
+
+impl NodeBuffers {
+    /// No node has a base, and there are `nodes` of them.
+    pub fn clear_bases(&mut self, nodes: usize) {
+        if self.based || self.base.len() != nodes {
+            self.base.clear();
+            self.base.resize(nodes, NodeBase::default());
+            self.base_room = Amount::ZERO;
+            self.based = false;
+        }
+    }
+
+    /// Node `n`'s containers gave up `reduced` before the tick and the node keeps it;
+    /// `facts` are the view's for the node. Replaces the node's earlier base.
+    pub fn set_base(&mut self, n: usize, reduced: Amount, facts: &NodeFacts) {
+        let (cap, used) = (Amount::from(facts.capacity), Amount::from(facts.used));
+        let Some(b) = self.base.get_mut(n) else {
+            return;
+        };
+        let room = (cap - (used - reduced)) - (cap - used);
+        self.base_room = self.base_room - b.room + room;
+        *b = NodeBase { reduced, room };
+        self.based |= !reduced.is_zero();
+    }
+
+    /// How many nodes the bases are laid out for.
+    pub fn bases(&self) -> usize {
+        self.base.len()
+    }
+
+    /// Node `n`'s base.
+    pub fn base(&self, n: usize) -> Amount {
+        self.base.get(n).map_or(Amount::ZERO, |b| b.reduced)
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -76,6 +127,11 @@ impl<'a> Ledger<'a> {
             node.entries.resize(nn, NodeEntry::default());
             node.generation = 1;
         }
+        // Bases of another node list would be of other nodes.
+        if node.base.len() != nn {
+            node.clear_bases(nn);
+        }
+        let room = Amount::from(view.free_room()) + node.base_room;
         node.touched.clear();
         node.advertising.clear();
         Ledger {
@@ -93,7 +149,7 @@ impl<'a> Ledger<'a> {
             disabled: view.queues.iter().map(|q| q.preemption_disabled).collect(),
             held: view.queues.iter().map(|q| Amount::from(q.used)).collect(),
             node,
-            room: Amount::from(view.free_room()),
+            room,
             marked: Amount::ZERO,
             budget,
             reclaimed: Amount::ZERO,
@@ -112,6 +168,11 @@ impl<'a> Ledger<'a> {
         self.node.entries[n].stamp == self.node.generation
     }
 
+    /// Whether this tick changed node `n` (it is among [`Ledger::touched_nodes`]).
+    pub fn touched(&self, n: usize) -> bool {
+        self.fresh(n)
+    }
+
     /// Physical capacity of node `n`.
     pub fn node_cap(&self, n: usize) -> Amount {
         Amount::from(self.nodes[n].capacity)
@@ -122,8 +183,13 @@ impl<'a> Ledger<'a> {
         if self.fresh(n) {
             self.node.entries[n].held
         } else {
-            Amount::from(self.nodes[n].used)
+            self.unstamped_held(n)
         }
+    }
+
+    /// What node `n` holds before this tick changes it.
+    fn unstamped_held(&self, n: usize) -> Amount {
+        Amount::from(self.nodes[n].used) - self.node.base(n)
     }
 
     /// Reclaimed room node `n` advertises to the RM.
@@ -136,7 +202,8 @@ impl<'a> Ledger<'a> {
     }
 
     /// The nodes whose holdings or reclaimed room this tick changed, in the order
-    /// first changed; no other node has reclaimed room.
+    /// first changed; no other node has reclaimed room. A node holding only less by
+    /// its base is not among them.
     pub fn touched_nodes(&self) -> &[u32] {
         &self.node.touched
     }
@@ -162,7 +229,7 @@ impl<'a> Ledger<'a> {
     fn change_node(&mut self, n: usize, change: impl FnOnce(&mut Amount, &mut Amount)) {
         if !self.fresh(n) {
             self.node.entries[n] = NodeEntry {
-                held: Amount::from(self.nodes[n].used),
+                held: self.unstamped_held(n),
                 reclaimed: Amount::ZERO,
                 stamp: self.node.generation,
             };

@@ -91,6 +91,7 @@ pub fn decide(view: &ClusterView, state: &mut PolicyState, now: Millis) -> Plan 
     let remembered = (state.memos.clone(), state.las_checks.clone());
     let mut plan = engine::run(view, state, now);
     (state.memos, state.las_checks) = remembered;
+    state.buffers.forget_las();
     plan.observe_only = true;
     plan.observed = std::mem::take(&mut plan.actions);
     plan

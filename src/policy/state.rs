@@ -7,7 +7,8 @@
 //! considered, memos of containers that left are swept a slice per tick, and the few
 //! kill marks are kept in their own ordered set.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
@@ -113,6 +114,9 @@ pub(crate) struct LasTimers {
     layout: Option<u64>,
     ids: Vec<NodeId>,
     at: Vec<Option<Millis>>,
+    /// The timers by time (node places), so that a tick finds the due ones without
+    /// reading every node's; an entry whose node has another time now is stale.
+    by_time: BinaryHeap<Reverse<(Millis, u32)>>,
 }
 
 impl LasTimers {
@@ -125,6 +129,24 @@ impl LasTimers {
     pub fn set(&mut self, view: &ClusterView, n: usize, at: Option<Millis>) {
         self.align(view);
         self.at[n] = at;
+        if let Some(t) = at {
+            self.by_time.push(Reverse((t, n as u32)));
+        }
+    }
+
+    /// Adds to `out` the nodes whose timer is due at `now` and was not reported due
+    /// before (a node may be listed twice).
+    pub fn due(&mut self, view: &ClusterView, now: Millis, out: &mut Vec<u32>) {
+        self.align(view);
+        while let Some(&Reverse((t, n))) = self.by_time.peek() {
+            if t > now {
+                break;
+            }
+            self.by_time.pop();
+            if self.at.get(n as usize) == Some(&Some(t)) {
+                out.push(n);
+            }
+        }
     }
 
     /// Lays the timers out as `view` lists its nodes. Timers of nodes no longer in the
@@ -154,6 +176,9 @@ impl LasTimers {
             .collect();
         self.ids = view.nodes.iter().map(|n| n.id.clone()).collect();
         self.at = self.ids.iter().map(|id| by_id.get(id).copied()).collect();
+        self.by_time = (self.at.iter().enumerate())
+            .filter_map(|(n, t)| Some(Reverse(((*t)?, n as u32))))
+            .collect();
     }
 }
 
@@ -293,6 +318,33 @@ mod tests {
             })
             .build()
             .unwrap()
+    }
+
+    #[test]
+    fn due_las_timers_are_reported_once_and_replaced_ones_not_at_all() {
+        let mut t = LasTimers::default();
+        let v = view(&["a:1", "b:1", "c:1"]);
+        t.set(&v, 0, Some(10));
+        t.set(&v, 1, Some(20));
+        t.set(&v, 2, Some(5));
+        // Node 2's timer moves later before it is due: only the new time counts.
+        t.set(&v, 2, Some(30));
+        let mut out = Vec::new();
+        t.due(&v, 4, &mut out);
+        assert!(out.is_empty());
+        t.due(&v, 20, &mut out);
+        assert_eq!(out, [0, 1]);
+        out.clear();
+        t.due(&v, 25, &mut out);
+        assert!(out.is_empty(), "reported before");
+        t.set(&v, 2, None);
+        t.due(&v, 40, &mut out);
+        assert!(out.is_empty(), "cleared");
+        // Re-laid for another node list, timers are found by time again.
+        t.set(&v, 0, Some(50));
+        let other = view(&["c:1", "a:1"]);
+        t.due(&other, 60, &mut out);
+        assert_eq!(out, [1]);
     }
 
     #[test]

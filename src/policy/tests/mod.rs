@@ -1,6 +1,7 @@
 //! Scenario tests (the papers' worked behaviour, exact plans) and property tests (the
 //! invariants of ALGORITHMS.md for every policy).
 
+mod incremental;
 mod invariants;
 mod scenarios;
 
