@@ -162,6 +162,7 @@ impl LasIndex {
         let same = self.synced.as_ref().is_some_and(|k| {
             let common = k.app_policies.len().min(policy.len());
             self.nodes.len() == nn
+                && buffers.bases() == nn
                 && self.queues.len() == view.queues.len()
                 && k.settings == *s
                 && view
