@@ -238,10 +238,7 @@ impl LasIndex {
         self.others = 0;
         for w in view.below_allocation_facts() {
             let e = &mut self.nodes[w.node.get()];
-            if !e.filled {
-                e.filled = true;
-                self.filled.push(w.node.0);
-            }
+            e.fill(w.node.0, &mut self.filled);
             e.add(view, s, policy, w);
         }
         for &n in &self.filled {
@@ -261,13 +258,8 @@ impl LasIndex {
         self.look.clear();
         self.look.extend_from_slice(&self.filled);
         // More allocated than fits, and nothing waiting: all may run at once.
-        for (w, &word) in view.overfull_nodes().iter().enumerate() {
-            let mut bits = word;
-            while bits != 0 {
-                self.look.push((w * 64) as u32 + bits.trailing_zeros());
-                bits &= bits - 1;
-            }
-        }
+        self.look
+            .extend(set_bits(view.overfull_nodes()).map(|n| n as u32));
     }
 
     /// Counts node `n`'s waiting containers anew, from its list of containers.
@@ -296,10 +288,7 @@ impl LasIndex {
         }
         *others -= e.others;
         e.clear();
-        if !e.filled {
-            e.filled = true;
-            filled.push(n as u32);
-        }
+        e.fill(n as u32, filled);
         e.refreshed = tick;
         // Read from the dense list: most of a node's containers run, and are not read.
         for &ci in &view.nodes[n].containers {
@@ -316,6 +305,14 @@ impl LasIndex {
 }
 
 impl LasWaiting {
+    /// Lists node `n` (this entry) in `filled`, once.
+    fn fill(&mut self, n: u32, filled: &mut Vec<u32>) {
+        if !self.filled {
+            self.filled = true;
+            filled.push(n);
+        }
+    }
+
     /// Nothing waits (its list's room is kept, and whether it is listed as filled).
     fn clear(&mut self) {
         let mut by_queue = std::mem::take(&mut self.by_queue);
@@ -356,6 +353,20 @@ impl LasWaiting {
             None => self.by_queue.push((q, reclaimed)),
         }
     }
+}
+
+/// The places of the set bits of a bitmap (bit `i % 64` of word `i / 64`), in order.
+fn set_bits(words: &[u64]) -> impl Iterator<Item = usize> + '_ {
+    words.iter().enumerate().flat_map(|(w, &word)| {
+        let mut bits = word;
+        std::iter::from_fn(move || {
+            (bits != 0).then(|| {
+                let b = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                w * 64 + b
+            })
+        })
+    })
 }
 
 /// Why a node needs a LAS step: what runs there, plus what non-LAS waiting containers
@@ -1356,17 +1367,7 @@ impl<'a> Tick<'a> {
         index.look.clear();
         #[cfg(debug_assertions)]
         self.check_las_candidates(&index, &candidates);
-        let nodes = candidates.iter().enumerate().flat_map(|(w, &word)| {
-            let mut bits = word;
-            std::iter::from_fn(move || {
-                (bits != 0).then(|| {
-                    let b = bits.trailing_zeros() as usize;
-                    bits &= bits - 1;
-                    w * 64 + b
-                })
-            })
-        });
-        for n in nodes {
+        for n in set_bits(&candidates) {
             let Some(w) = index.nodes.get(n) else {
                 continue;
             };
@@ -1425,11 +1426,9 @@ impl<'a> Tick<'a> {
             );
         }
         // The ledger's bases are the index's reductions, and its free room their sum.
-        let touched: std::collections::HashSet<u32> =
-            self.ledger.touched_nodes().iter().copied().collect();
         let mut room = Amount::ZERO;
         for (n, a) in fresh.nodes.iter().enumerate() {
-            if !touched.contains(&(n as u32)) {
+            if !self.ledger.touched(n) {
                 let used = Amount::from(self.view.node_facts()[n].used);
                 assert_eq!(
                     self.ledger.node_held(n),

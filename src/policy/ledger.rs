@@ -164,13 +164,9 @@ impl<'a> Ledger<'a> {
         std::mem::take(&mut self.node)
     }
 
-    fn fresh(&self, n: usize) -> bool {
-        self.node.entries[n].stamp == self.node.generation
-    }
-
     /// Whether this tick changed node `n` (it is among [`Ledger::touched_nodes`]).
     pub fn touched(&self, n: usize) -> bool {
-        self.fresh(n)
+        self.node.entries[n].stamp == self.node.generation
     }
 
     /// Physical capacity of node `n`.
@@ -180,7 +176,7 @@ impl<'a> Ledger<'a> {
 
     /// What node `n`'s live containers hold physically now.
     pub fn node_held(&self, n: usize) -> Amount {
-        if self.fresh(n) {
+        if self.touched(n) {
             self.node.entries[n].held
         } else {
             self.unstamped_held(n)
@@ -194,7 +190,7 @@ impl<'a> Ledger<'a> {
 
     /// Reclaimed room node `n` advertises to the RM.
     pub fn node_reclaimed(&self, n: usize) -> Amount {
-        if self.fresh(n) {
+        if self.touched(n) {
             self.node.entries[n].reclaimed
         } else {
             Amount::ZERO
@@ -227,7 +223,7 @@ impl<'a> Ledger<'a> {
 
     /// Change what node `n` holds and advertises as reclaimed, keeping the total room.
     fn change_node(&mut self, n: usize, change: impl FnOnce(&mut Amount, &mut Amount)) {
-        if !self.fresh(n) {
+        if !self.touched(n) {
             self.node.entries[n] = NodeEntry {
                 held: self.unstamped_held(n),
                 reclaimed: Amount::ZERO,
