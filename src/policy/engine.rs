@@ -863,10 +863,13 @@ impl<'a> Tick<'a> {
         }
         self.resume_share_based(&acc);
         self.expire_kill_marks();
-        self.freeze_swapping();
+        // What a freeze frees counts toward its queue's target: taking the target on
+        // top would be undone by resumption on the very next tick.
+        let frozen = self.freeze_swapping();
         for q in 0..loads.len() {
-            if acc.to_reclaim[q].any_positive() {
-                self.reclaim_queue(q, &acc);
+            let target = acc.to_reclaim[q] - frozen.get(q).copied().unwrap_or_default();
+            if target.any_positive() {
+                self.reclaim_queue(q, target, &acc);
             }
         }
         (loads, acc)
@@ -1035,10 +1038,12 @@ impl<'a> Tick<'a> {
 
     /// Graceful: a shrunk container that started swapping is frozen at the footprint's
     /// CPU at once and no more memory is taken from it (`reclaimable` skips it).
-    fn freeze_swapping(&mut self) {
+    /// Returns what that took from each queue (empty if nothing).
+    fn freeze_swapping(&mut self) -> Vec<Amount> {
         let view = self.view;
+        let mut frozen = Vec::new();
         if !self.policy.contains(&PolicyKind::Graceful) {
-            return;
+            return frozen;
         }
         // One on its way back (picked for resumption) is relieved, not frozen. The
         // view lists them in no particular order and the ledger may refuse some: take
@@ -1061,16 +1066,18 @@ impl<'a> Tick<'a> {
             let floor = self.floor(c);
             let to = Amount::new(self.limits(c).memory_mb, floor.vcores_milli);
             let amount = self.held(c) - self.held_at(c, to);
+            let q = self.queue_of(c);
             if amount.is_zero()
-                || !self.ledger.take(
-                    self.queue_of(c),
-                    Room::Advertised(c.node.get()),
-                    amount,
-                    None,
-                )
+                || !self
+                    .ledger
+                    .take(q, Room::Advertised(c.node.get()), amount, None)
             {
                 continue;
             }
+            if frozen.is_empty() {
+                frozen.resize(view.queues.len(), Amount::ZERO);
+            }
+            frozen[q] += amount;
             // The CPU it frees must not resume it within the same interval.
             let now = self.now;
             let m = self.memos.get_mut(ci, c.id);
@@ -1088,6 +1095,7 @@ impl<'a> Tick<'a> {
                 None,
             );
         }
+        frozen
     }
 
     /// Not marked, not yet acted on, managed, running or shrunk, above its footprint.
@@ -1106,9 +1114,8 @@ impl<'a> Tick<'a> {
     /// reclaimed with its own mechanism. Picks that turn out unnecessary (the target
     /// is met without them) are dropped again, latest first, so that the overshoot is
     /// smaller than every pick and the next tick has nothing to give back.
-    fn reclaim_queue(&mut self, q: usize, acc: &Accounting) {
+    fn reclaim_queue(&mut self, q: usize, target: Amount, acc: &Accounting) {
         let view = self.view;
-        let target = acc.to_reclaim[q];
         let starved = (0..acc.starved.len())
             .filter(|&i| acc.starved[i].any_positive())
             .max_by(|&a, &b| {

@@ -472,7 +472,14 @@ fn check_idempotent(
     let container_actions = again.actions.iter().any(|a| a.kind.container().is_some());
     for a in &again.actions {
         match a.kind.container() {
-            Some(id) => prop_assert!(!acted.contains(&id), "acted on {id} again: {a}"),
+            Some(id) => prop_assert!(
+                !acted.contains(&id),
+                "acted on {id} again: {a}\nafter {:#?}",
+                plan.actions
+                    .iter()
+                    .map(|a| a.to_string())
+                    .collect::<Vec<_>>()
+            ),
             // Node targets follow containers: with no container changing, none moves.
             None => prop_assert!(container_actions, "node action again: {a}"),
         }

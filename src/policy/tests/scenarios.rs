@@ -385,6 +385,14 @@ fn graceful_freezes_a_swapping_container_and_takes_no_more_from_it() {
         }
     );
     assert!(freeze.reason.contains("swapping"));
+    // Its 6 vcores count toward root.long's target of <12288 MB, 6 vcores>: taking
+    // the whole target on top would be resumed on the next tick.
+    let long = plan.queues.iter().find(|q| q.queue == "root.long").unwrap();
+    assert_eq!(long.to_reclaim, Amount::new(12 * GB, 6000));
+    assert!(plan.actions.iter().any(|a| {
+        a.reason
+            .contains("reclaiming <12288 MB, 0 vcores> this round")
+    }));
     assert_eq!(
         plan.actions
             .iter()
