@@ -36,6 +36,7 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
         dice: dice_state,
         las_checks,
         buffers,
+        reasons,
     } = state;
     let memos = Memos::new(view, memos);
     let mut t = Tick::new(
@@ -46,6 +47,7 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
         dice_state.last_sample_ms,
         las_checks,
         std::mem::take(buffers),
+        *reasons,
     );
     t.release_unmanaged();
     let (loads, acc) = t.share_based();
@@ -481,6 +483,19 @@ struct Tick<'a> {
     actions: Vec<Action>,
     pending_kills: Vec<PendingKill>,
     notes: Vec<String>,
+    /// Format reasons and notes ([`PolicyState::set_reasons`]), with `why!`.
+    reasons: bool,
+}
+
+/// A reason or note, formatted only when plans carry them (`$t.reasons`).
+macro_rules! why {
+    ($t:expr, $($arg:tt)*) => {
+        if $t.reasons {
+            format!($($arg)*)
+        } else {
+            String::new()
+        }
+    };
 }
 
 /// What a container holds in YARN's accounting at cgroup `limits`. CPU cut to the
@@ -583,6 +598,7 @@ impl<'a> Tick<'a> {
         dice_sampled_until: Option<Millis>,
         las_checks: &'a mut LasTimers,
         buffers: TickBuffers,
+        reasons: bool,
     ) -> Self {
         let total = Amount::from(view.capacity);
         let policy: Vec<PolicyKind> = view.apps.iter().map(|a| app_policy(view, a, s)).collect();
@@ -666,6 +682,7 @@ impl<'a> Tick<'a> {
             actions: Vec::new(),
             pending_kills: Vec::new(),
             notes: Vec::new(),
+            reasons,
         }
     }
 
@@ -784,7 +801,11 @@ impl<'a> Tick<'a> {
                 footprint,
             },
             policy,
-            reason(),
+            if self.reasons {
+                reason()
+            } else {
+                String::new()
+            },
             None,
         );
         Some(amount)
@@ -810,10 +831,13 @@ impl<'a> Tick<'a> {
         for ci in unmanaged {
             let c = view.container(ci);
             let reason = if self.s.kind == PolicyKind::None {
-                "policy is none: Preemptor is off and gives every container its allocation back"
-                    .to_string()
+                why!(
+                    self,
+                    "policy is none: Preemptor is off and gives every container its allocation back"
+                )
             } else {
-                format!(
+                why!(
+                    self,
                     "queue {} has policy none: its containers get their allocation back",
                     view.queue_of(c).path
                 )
@@ -979,14 +1003,15 @@ impl<'a> Tick<'a> {
                 continue;
             }
             let queue = &view.queue_of(c).path;
-            let reason = format!(
+            let reason = why!(
+                self,
                 "queue {queue} is {} below its ideal share; picked for resumption {picks} times (delayed resumption D = {d})",
                 acc.ideal[q] - self.ledger.held[q]
             );
             let reason = if inc == owed {
                 reason
             } else {
-                format!("{reason}; one graceful step back")
+                why!(self, "{reason}; one graceful step back")
             };
             self.resume_by(ci, policy, Room::Advertised(n), inc, reason);
         }
@@ -1000,7 +1025,8 @@ impl<'a> Tick<'a> {
                 continue;
             };
             if self.now >= at.saturating_add(wait) {
-                let reason = format!(
+                let reason = why!(
+                    self,
                     "marked for preemption at {at} ms; the ApplicationMaster did not release it within max-wait-before-kill ({})",
                     Secs(wait)
                 );
@@ -1083,7 +1109,10 @@ impl<'a> Tick<'a> {
             let m = self.memos.get_mut(ci, c.id);
             m.suspended_at.get_or_insert(now);
             m.last_pick_at = Some(now);
-            let reason = "swapping (swap-in or major-fault rate above the threshold): frozen at the footprint CPU; no more memory is taken from it".to_string();
+            let reason = why!(
+                self,
+                "swapping (swap-in or major-fault rate above the threshold): frozen at the footprint CPU; no more memory is taken from it"
+            );
             self.push(
                 ci,
                 ActionKind::Shrink {
@@ -1126,17 +1155,21 @@ impl<'a> Tick<'a> {
             });
         let for_queue = starved.map(|i| view.queues[i].path.clone());
         let mut queue_reason = match starved {
-            Some(i) => format!(
+            Some(i) => why!(
+                self,
                 "queue {} is {} short of its share",
-                view.queues[i].path, acc.starved[i]
+                view.queues[i].path,
+                acc.starved[i]
             ),
-            None => "starved demand".to_string(),
+            None => why!(self, "starved demand"),
         };
-        let _ = write!(
-            queue_reason,
-            "; {} is over its share by {}, reclaiming {} this round",
-            view.queues[q].path, acc.over[q], target
-        );
+        if self.reasons {
+            let _ = write!(
+                queue_reason,
+                "; {} is over its share by {}, reclaiming {} this round",
+                view.queues[q].path, acc.over[q], target
+            );
+        }
         let jobs = jobs_by_remaining_time(
             view,
             crate::cluster::QueueIdx(q as u32),
@@ -1154,7 +1187,8 @@ impl<'a> Tick<'a> {
             if sel.met() {
                 break;
             }
-            let reason = format!(
+            let reason = why!(
+                self,
                 "{queue_reason}; job {} has the {} remaining time ({})",
                 view.app(ai).id,
                 if rank == 0 { "longest" } else { "next-longest" },
@@ -1168,7 +1202,7 @@ impl<'a> Tick<'a> {
             if sel.met() {
                 break;
             }
-            let reason = Rc::new(format!("{reason}; only ApplicationMasters are left"));
+            let reason = Rc::new(why!(self, "{reason}; only ApplicationMasters are left"));
             self.pick_from(ai, true, &reason, &mut sel);
         }
         let Selection {
@@ -1339,7 +1373,11 @@ impl<'a> Tick<'a> {
             Reclaim::Shrink(to) => {
                 m.suspended(now);
                 m.last_step_at = Some(now);
-                let reason = format!("{reason}; one graceful step of {}", self.s.graceful.step);
+                let reason = why!(
+                    self,
+                    "{reason}; one graceful step of {}",
+                    self.s.graceful.step
+                );
                 self.push(
                     p.ci,
                     ActionKind::Shrink {
@@ -1565,11 +1603,13 @@ impl<'a> Tick<'a> {
                 .map(|b| view.queue_of(view.container(idx[b])).path.clone());
             if mv.suspend {
                 let reason = match (mv.cause, other) {
-                    (LasCause::QuantumExpired, Some((b, ba))) => format!(
+                    (LasCause::QuantumExpired, Some((b, ba))) => why!(
+                        self,
                         "node {}: its quantum W = {w} expired and {b} waits with less attained service ({ba} <= {attained})",
                         node.id
                     ),
-                    _ => format!(
+                    _ => why!(
+                        self,
                         "node {}: no free core for a new container (running LAS containers need more than {cap}); it has the most attained service ({attained})",
                         node.id
                     ),
@@ -1592,11 +1632,13 @@ impl<'a> Tick<'a> {
                 );
             } else {
                 let reason = match mv.cause {
-                    LasCause::QuantumExpired => format!(
+                    LasCause::QuantumExpired => why!(
+                        self,
                         "node {}: a quantum expired and this waiting container has the least attained service ({attained})",
                         node.id
                     ),
-                    _ => format!(
+                    _ => why!(
+                        self,
                         "node {}: room is free; least attained service among waiting containers ({attained})",
                         node.id
                     ),
@@ -1614,7 +1656,7 @@ impl<'a> Tick<'a> {
         self.las_checks
             .set(view, n, las::next_expiry(tasks, &s.las));
         let running = Amount::sum(tasks.iter().filter(|t| t.running).map(|t| t.demand));
-        if !running.fits_in(&cap) {
+        if self.reasons && !running.fits_in(&cap) {
             self.notes.push(format!(
                 "node {}: running LAS containers need {running} but only {cap} is theirs; none may be suspended now (starvation guard, protected queue or round budget)",
                 node.id
@@ -1639,7 +1681,8 @@ impl<'a> Tick<'a> {
             if dice::suspension_over(self.memos.get(ci).suspended_at, self.now, s)
                 && owed.fits_in(&self.ledger.node_room(c.node.get()))
             {
-                let reason = format!(
+                let reason = why!(
+                    self,
                     "suspension timeout ({}) is over and the room it lent is free again",
                     Secs(s.suspension_timeout_ms)
                 );
@@ -1706,7 +1749,8 @@ impl<'a> Tick<'a> {
                 .filter(|r| r.num_containers > 0)
                 .map(|r| Amount::from(r.capability))
                 .reduce(Amount::component_min);
-            let header = format!(
+            let header = why!(
+                self,
                 "Dice window: short tasks waited {} on average (r = {:.2}, {} model p = {:.2}); opportunistic preemption request to this node, one of {}",
                 Secs(report.mean_wait_ms as u64),
                 report.r,
@@ -1942,11 +1986,11 @@ impl<'a> Tick<'a> {
             let (capacity, before) = (facts.capacity, facts.advertised);
             let advertised = capacity + reclaimed + extra;
             let node = &view.nodes[n];
-            let mut reason = format!("physical {capacity}");
-            if reclaimed.any_positive() {
+            let mut reason = why!(self, "physical {capacity}");
+            if self.reasons && reclaimed.any_positive() {
                 let _ = write!(reason, " + reclaimed {reclaimed}");
             }
-            if extra.any_positive() {
+            if self.reasons && extra.any_positive() {
                 let _ = write!(
                     reason,
                     " + LAS admission of N + Q = {} + {} containers",
@@ -1969,8 +2013,11 @@ impl<'a> Tick<'a> {
                 continue;
             }
             let reason = match p {
-                Partition::Short => "Dice elastic sizing: converted to the short partition for this window; takes no new long containers".to_string(),
-                Partition::General => "back to the general partition".to_string(),
+                Partition::Short => why!(
+                    self,
+                    "Dice elastic sizing: converted to the short partition for this window; takes no new long containers"
+                ),
+                Partition::General => why!(self, "back to the general partition"),
             };
             self.node_action(
                 n,

@@ -31,6 +31,8 @@ pub struct PolicyState {
     pub(crate) las_checks: LasTimers,
     /// The last tick's per-node arrays, reused by the next.
     pub(crate) buffers: TickBuffers,
+    /// Whether plans carry their reasons and notes ([`PolicyState::set_reasons`]).
+    pub(crate) reasons: bool,
 }
 
 impl PolicyState {
@@ -42,6 +44,7 @@ impl PolicyState {
             dice: DiceState::default(),
             las_checks: LasTimers::default(),
             buffers: TickBuffers::default(),
+            reasons: true,
         }
     }
 
@@ -57,6 +60,13 @@ impl PolicyState {
             self.rng = Pcg64::seed_from_u64(s.seed);
         }
         self.settings = s;
+    }
+
+    /// Off: plans carry empty reasons and no notes, and decide the same actions. For a
+    /// caller that reads only what the actions do (the simulator, whose ticks act
+    /// hundreds of thousands of times and would format a log line each time).
+    pub fn set_reasons(&mut self, on: bool) {
+        self.reasons = on;
     }
 
     /// Containers the state currently remembers something about (including some that

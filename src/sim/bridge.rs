@@ -38,9 +38,11 @@ impl PolicyBridge {
     pub fn new(kind: PolicyKind, mut settings: PolicySettings) -> PolicyBridge {
         settings.kind = kind;
         settings.observe_only = false;
-        PolicyBridge {
-            state: PolicyState::new(settings),
-        }
+        let mut state = PolicyState::new(settings);
+        // Nothing here prints a preemption log; formatting a reason per action was a
+        // tenth of a LAS run.
+        state.set_reasons(false);
+        PolicyBridge { state }
     }
 
     pub fn settings(&self) -> &PolicySettings {
