@@ -36,7 +36,7 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
         dice: dice_state,
         las_checks,
         buffers,
-        reasons,
+        explain,
     } = state;
     let memos = Memos::new(view, memos);
     let mut t = Tick::new(
@@ -47,7 +47,7 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
         dice_state.last_sample_ms,
         las_checks,
         std::mem::take(buffers),
-        *reasons,
+        *explain,
     );
     t.release_unmanaged();
     let (loads, acc) = t.share_based();
@@ -483,14 +483,15 @@ struct Tick<'a> {
     actions: Vec<Action>,
     pending_kills: Vec<PendingKill>,
     notes: Vec<String>,
-    /// Format reasons and notes ([`PolicyState::set_reasons`]), with `why!`.
-    reasons: bool,
+    /// Format reasons and notes (with `why!`) and name queues and nodes in actions
+    /// ([`PolicyState::set_explain`]).
+    explain: bool,
 }
 
-/// A reason or note, formatted only when plans carry them (`$t.reasons`).
+/// A reason or note, formatted only when plans carry them (`$t.explain`).
 macro_rules! why {
     ($t:expr, $($arg:tt)*) => {
-        if $t.reasons {
+        if $t.explain {
             format!($($arg)*)
         } else {
             String::new()
@@ -598,7 +599,7 @@ impl<'a> Tick<'a> {
         dice_sampled_until: Option<Millis>,
         las_checks: &'a mut LasTimers,
         buffers: TickBuffers,
-        reasons: bool,
+        explain: bool,
     ) -> Self {
         let total = Amount::from(view.capacity);
         let policy: Vec<PolicyKind> = view.apps.iter().map(|a| app_policy(view, a, s)).collect();
@@ -682,7 +683,7 @@ impl<'a> Tick<'a> {
             actions: Vec::new(),
             pending_kills: Vec::new(),
             notes: Vec::new(),
-            reasons,
+            explain,
         }
     }
 
@@ -734,9 +735,9 @@ impl<'a> Tick<'a> {
             policy,
             reason,
             application: Some(view.app(c.app).id),
-            queue: Some(view.queue_of(c).path.clone()),
-            node: Some(view.node(c.node).id.clone()),
-            for_queue,
+            queue: self.explain.then(|| view.queue_of(c).path.clone()),
+            node: self.explain.then(|| view.node(c.node).id.clone()),
+            for_queue: for_queue.filter(|_| self.explain),
             before: Before::Limits(c.current),
         });
     }
@@ -801,7 +802,7 @@ impl<'a> Tick<'a> {
                 footprint,
             },
             policy,
-            if self.reasons {
+            if self.explain {
                 reason()
             } else {
                 String::new()
@@ -1153,7 +1154,9 @@ impl<'a> Tick<'a> {
                     .total_cmp(&acc.starved[b].dominant_share(&self.total))
                     .then(b.cmp(&a))
             });
-        let for_queue = starved.map(|i| view.queues[i].path.clone());
+        let for_queue = (starved)
+            .filter(|_| self.explain)
+            .map(|i| view.queues[i].path.clone());
         let mut queue_reason = match starved {
             Some(i) => why!(
                 self,
@@ -1163,7 +1166,7 @@ impl<'a> Tick<'a> {
             ),
             None => why!(self, "starved demand"),
         };
-        if self.reasons {
+        if self.explain {
             let _ = write!(
                 queue_reason,
                 "; {} is over its share by {}, reclaiming {} this round",
@@ -1598,8 +1601,8 @@ impl<'a> Tick<'a> {
                     Secs(view.container(idx[b]).attained_service_at(self.now)),
                 )
             });
-            let for_queue = mv
-                .for_task
+            let for_queue = (mv.for_task)
+                .filter(|_| self.explain)
                 .map(|b| view.queue_of(view.container(idx[b])).path.clone());
             if mv.suspend {
                 let reason = match (mv.cause, other) {
@@ -1656,7 +1659,7 @@ impl<'a> Tick<'a> {
         self.las_checks
             .set(view, n, las::next_expiry(tasks, &s.las));
         let running = Amount::sum(tasks.iter().filter(|t| t.running).map(|t| t.demand));
-        if self.reasons && !running.fits_in(&cap) {
+        if self.explain && !running.fits_in(&cap) {
             self.notes.push(format!(
                 "node {}: running LAS containers need {running} but only {cap} is theirs; none may be suspended now (starvation guard, protected queue or round budget)",
                 node.id
@@ -1987,10 +1990,10 @@ impl<'a> Tick<'a> {
             let advertised = capacity + reclaimed + extra;
             let node = &view.nodes[n];
             let mut reason = why!(self, "physical {capacity}");
-            if self.reasons && reclaimed.any_positive() {
+            if self.explain && reclaimed.any_positive() {
                 let _ = write!(reason, " + reclaimed {reclaimed}");
             }
-            if self.reasons && extra.any_positive() {
+            if self.explain && extra.any_positive() {
                 let _ = write!(
                     reason,
                     " + LAS admission of N + Q = {} + {} containers",
@@ -2042,7 +2045,7 @@ impl<'a> Tick<'a> {
             reason,
             application: None,
             queue: None,
-            node: Some(self.view.nodes[n].id.clone()),
+            node: self.explain.then(|| self.view.nodes[n].id.clone()),
             for_queue: None,
             before,
         });

@@ -31,8 +31,8 @@ pub struct PolicyState {
     pub(crate) las_checks: LasTimers,
     /// The last tick's per-node arrays, reused by the next.
     pub(crate) buffers: TickBuffers,
-    /// Whether plans carry their reasons and notes ([`PolicyState::set_reasons`]).
-    pub(crate) reasons: bool,
+    /// Whether plans explain themselves ([`PolicyState::set_explain`]).
+    pub(crate) explain: bool,
 }
 
 impl PolicyState {
@@ -44,7 +44,7 @@ impl PolicyState {
             dice: DiceState::default(),
             las_checks: LasTimers::default(),
             buffers: TickBuffers::default(),
-            reasons: true,
+            explain: true,
         }
     }
 
@@ -62,11 +62,12 @@ impl PolicyState {
         self.settings = s;
     }
 
-    /// Off: plans carry empty reasons and no notes, and decide the same actions. For a
-    /// caller that reads only what the actions do (the simulator, whose ticks act
-    /// hundreds of thousands of times and would format a log line each time).
-    pub fn set_reasons(&mut self, on: bool) {
-        self.reasons = on;
+    /// Off: actions carry an empty reason and name no queue, node or queue the room is
+    /// for, and plans carry no notes; the actions are the same. For a caller that reads
+    /// only what the actions do (the simulator, whose ticks act hundreds of thousands of
+    /// times and would format and copy a log line's parts each time).
+    pub fn set_explain(&mut self, on: bool) {
+        self.explain = on;
     }
 
     /// Containers the state currently remembers something about (including some that

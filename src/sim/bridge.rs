@@ -41,7 +41,7 @@ impl PolicyBridge {
         let mut state = PolicyState::new(settings);
         // Nothing here prints a preemption log; formatting a reason per action was a
         // tenth of a LAS run.
-        state.set_reasons(false);
+        state.set_explain(false);
         PolicyBridge { state }
     }
 
