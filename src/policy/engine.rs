@@ -47,8 +47,8 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
         dice_state.last_sample_ms,
         las_checks,
         std::mem::take(buffers),
-        *explain,
     );
+    t.explain = *explain;
     t.release_unmanaged();
     let (loads, acc) = t.share_based();
     if t.las_active {
@@ -599,7 +599,6 @@ impl<'a> Tick<'a> {
         dice_sampled_until: Option<Millis>,
         las_checks: &'a mut LasTimers,
         buffers: TickBuffers,
-        explain: bool,
     ) -> Self {
         let total = Amount::from(view.capacity);
         let policy: Vec<PolicyKind> = view.apps.iter().map(|a| app_policy(view, a, s)).collect();
@@ -683,7 +682,7 @@ impl<'a> Tick<'a> {
             actions: Vec::new(),
             pending_kills: Vec::new(),
             notes: Vec::new(),
-            explain,
+            explain: true,
         }
     }
 
