@@ -39,6 +39,7 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
         explain,
     } = state;
     let memos = Memos::new(view, memos);
+    let last_actions = buffers.actions;
     let mut t = Tick::new(
         view,
         settings,
@@ -49,6 +50,8 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
         std::mem::take(buffers),
     );
     t.explain = *explain;
+    // A LAS tick acts dozens of times; growing the list copies every action so far.
+    t.actions.reserve(last_actions);
     t.release_unmanaged();
     let (loads, acc) = t.share_based();
     if t.las_active {
@@ -74,6 +77,7 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
         ledger: t.ledger.take_buffers(),
         las,
         las_work: std::mem::take(&mut t.las_work),
+        actions: t.actions.len(),
     };
     t.finish(&loads, &acc, report)
 }
@@ -85,6 +89,8 @@ pub(crate) struct TickBuffers {
     ledger: NodeBuffers,
     las: LasIndex,
     las_work: LasWork,
+    /// How many actions the last tick took (room to reserve for this one's).
+    actions: usize,
 }
 
 impl TickBuffers {
@@ -615,6 +621,7 @@ impl<'a> Tick<'a> {
             ledger: mut node_buffers,
             las: mut las_index,
             las_work,
+            actions: _,
         } = buffers;
         let las = if las_active {
             las_index.sync(view, s, &policy, las_checks, now, &mut node_buffers);
