@@ -703,6 +703,7 @@ mod tests {
             max_task_attempts: 4,
             seed: 1,
             sample_every: None,
+            compact_from: 1 << 16,
         };
         let mut core: Core<'_, ()> = Core::new(&wl, &cfg).unwrap();
         core.now = secs(2.0);

@@ -446,6 +446,7 @@ fn engine_config(c: &ClusterArgs, wl: &Workload, nodes: u32) -> Result<EngineCon
         max_task_attempts: c.max_task_attempts,
         seed: c.seed,
         sample_every,
+        ..EngineConfig::new(nodes, node_capacity)
     })
 }
 

@@ -122,6 +122,29 @@ impl<E> EventQueue<E> {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Drop the events `keep` refuses. The rest keep their buckets and their order, so
+    /// they come out as they would have.
+    pub fn retain(&mut self, mut keep: impl FnMut(&E) -> bool) {
+        for (b, bucket) in self.buckets.iter_mut().enumerate() {
+            if bucket.is_empty() {
+                continue;
+            }
+            bucket.retain(|(_, e)| keep(e));
+            if b > 0 && bucket.is_empty() {
+                let (level, value) = ((b - 1) / VALUES, (b - 1) % VALUES);
+                self.filled[level] &= !(1 << value);
+                if self.filled[level] == 0 {
+                    self.levels &= !(1 << level);
+                }
+            }
+        }
+        self.len = self.buckets.iter().map(VecDeque::len).sum();
+    }
 }
 
 #[cfg(test)]
@@ -144,11 +167,12 @@ mod tests {
     }
 
     proptest! {
-        /// Interleaved pushes (never into the past) and pops come out exactly as from a
-        /// (time, sequence) binary heap.
+        /// Interleaved pushes (never into the past), pops and drops of every event whose
+        /// sequence number is a multiple of `dt % 5 + 2` come out exactly as from a (time,
+        /// sequence) binary heap.
         #[test]
         fn same_order_as_a_time_sequence_heap(
-            ops in prop::collection::vec((0u8..3, 0u64..1 << 44, 0u32..13), 1..400)
+            ops in prop::collection::vec((0u8..4, 0u64..1 << 44, 0u32..13), 1..400)
         ) {
             let mut q = EventQueue::with_capacity(0);
             let mut h = BinaryHeap::new();
@@ -161,6 +185,11 @@ mod tests {
                     seq += 1;
                     q.push(t, seq);
                     h.push(Reverse((t, seq)));
+                } else if op == 3 {
+                    let m = dt % 5 + 2;
+                    q.retain(|s| s % m != 0);
+                    h.retain(|Reverse((_, s))| s % m != 0);
+                    prop_assert_eq!(q.len(), h.len());
                 } else {
                     let a = q.pop();
                     let b = h.pop().map(|Reverse(x)| x);
