@@ -33,8 +33,8 @@ pub struct EngineConfig {
     pub seed: u64,
     /// Utilization sampling period; `None` picks about 500 samples over the trace.
     pub sample_every: Option<Time>,
-    /// Queue length from which stale events are dropped ([`Core::compact_events`]);
-    /// the queue must double between two passes. Changes only speed and memory.
+    /// Event queue length at which stale events are first dropped; after a pass the
+    /// queue must double before the next. Changes only speed and memory.
     pub compact_from: usize,
 }
 
@@ -455,7 +455,7 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
     /// wait for it to double again. Each suspension leaves one behind that is never
     /// popped: the container's end at its throttled speed, far beyond the run. Left in,
     /// they grew the queue all run long (its buckets reallocated and faulted in pages,
-    /// a tenth of a capacity+las run). What remains keeps its order.
+    /// about 8% of a capacity+las run). What remains keeps its order.
     fn compact_events(&mut self) {
         let slab = &self.slab;
         self.events.retain(|ev| match *ev {
