@@ -743,7 +743,7 @@ impl<'a> Tick<'a> {
             application: Some(view.app(c.app).id),
             queue: self.explain.then(|| view.queue_of(c).path.clone()),
             node: self.explain.then(|| view.node(c.node).id.clone()),
-            for_queue: for_queue.filter(|_| self.explain),
+            for_queue,
             before: Before::Limits(c.current),
         });
     }
