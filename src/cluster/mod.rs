@@ -420,7 +420,9 @@ pub struct ClusterView {
     #[serde(skip)]
     layout: NodeLayout,
     #[serde(skip)]
-    journal: NodeJournal,
+    journal: Journal<u32>,
+    #[serde(skip)]
+    moves: Journal<ContainerMove>,
 }
 
 /// Tells views apart by their node lists: every view built gets its own, and in-place
@@ -443,58 +445,96 @@ impl PartialEq for NodeLayout {
     }
 }
 
-/// The nodes that in-place changes (patch.rs) touched, so that a policy keeping
-/// per-node state between ticks redoes only those nodes: a node is listed when what is
-/// allocated there, which of its containers are below their allocation and how far, its
-/// advertised room, or the queue of an application with a reduced container there
-/// changes. Nodes may be listed more than once.
+/// What in-place changes (patch.rs) did since a reader last looked, so that state
+/// kept between ticks redoes only that. Two are kept:
+/// - the nodes they touched, so that a policy keeping per-node state redoes only those
+///   nodes: a node is listed when what is allocated there, which of its containers are
+///   below their allocation and how far, its advertised room, or the queue of an
+///   application with a reduced container there changes (nodes may be listed more
+///   than once);
+/// - how the container list was reordered ([`ContainerMove`]), so that state kept by
+///   container place (the policy's memos) follows its containers.
 ///
 /// Every view gets its own `id`, a clone included (the two then change apart), and the
 /// list is cleared now and then (`base` counts what was cleared), so a reader holding a
 /// [`JournalMark`] of another view, or of changes already cleared, learns that it must
 /// start over instead of missing a change.
 #[derive(Debug)]
-struct NodeJournal {
+struct Journal<T> {
     id: u64,
     base: u64,
-    nodes: Vec<u32>,
+    entries: Vec<T>,
 }
 
-/// Where a reader of a view's node journal got to: see [`ClusterView::nodes_changed_since`].
+/// Where a reader of one of a view's journals got to: see
+/// [`ClusterView::nodes_changed_since`] and [`ClusterView::containers_moved_since`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct JournalMark {
     id: u64,
     seq: u64,
 }
 
-impl Default for NodeJournal {
+/// How an in-place change moved containers in [`ClusterView::containers`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContainerMove {
+    /// One was appended.
+    Added,
+    /// The one at this index was removed, and the last one moved into its index
+    /// (unless it was the last).
+    Removed(ContainerIdx),
+}
+
+impl<T> Default for Journal<T> {
     fn default() -> Self {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        NodeJournal {
+        Journal {
             id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             base: 0,
-            nodes: Vec::new(),
+            entries: Vec::new(),
         }
     }
 }
 
-impl Clone for NodeJournal {
+impl<T> Clone for Journal<T> {
     fn clone(&self) -> Self {
-        NodeJournal::default()
+        Journal::default()
     }
 }
 
 /// Derived from the changes, not from what the view shows.
-impl PartialEq for NodeJournal {
+impl<T> PartialEq for Journal<T> {
     fn eq(&self, _: &Self) -> bool {
         true
     }
 }
 
-impl NodeJournal {
+impl<T> Journal<T> {
     fn clear(&mut self) {
-        self.base += self.nodes.len() as u64;
-        self.nodes.clear();
+        self.base += self.entries.len() as u64;
+        self.entries.clear();
+    }
+
+    fn mark(&self) -> JournalMark {
+        JournalMark {
+            id: self.id,
+            seq: self.base + self.entries.len() as u64,
+        }
+    }
+
+    fn since(&self, mark: JournalMark) -> Option<&[T]> {
+        let from = mark.seq.checked_sub(self.base)?;
+        if mark.id != self.id {
+            return None;
+        }
+        self.entries.get(usize::try_from(from).ok()?..)
+    }
+
+    /// Cleared past `limit`, so that a journal nobody reads stays small.
+    fn push(&mut self, e: T, limit: usize) {
+        if self.entries.len() >= limit {
+            self.clear();
+        }
+        self.entries.push(e);
     }
 }
 
@@ -589,7 +629,8 @@ impl ClusterView {
             node_facts: Vec::new(),
             overfull: Vec::new(),
             layout: NodeLayout::default(),
-            journal: NodeJournal::default(),
+            journal: Journal::default(),
+            moves: Journal::default(),
         };
         for a in apps {
             view.add_app(a)?;
@@ -645,39 +686,47 @@ impl ClusterView {
     /// Where the node journal stands now; pass it to
     /// [`ClusterView::nodes_changed_since`] at the next look.
     pub fn journal_mark(&self) -> JournalMark {
-        JournalMark {
-            id: self.journal.id,
-            seq: self.journal.base + self.journal.nodes.len() as u64,
-        }
+        self.journal.mark()
     }
 
     /// The nodes changed in place since `mark` was taken of this view (some listed
     /// twice), or None when that is not known: the mark is of another view (a clone or
     /// one built anew), or the changes since were cleared.
     pub fn nodes_changed_since(&self, mark: JournalMark) -> Option<&[u32]> {
-        let j = &self.journal;
-        let from = mark.seq.checked_sub(j.base)?;
-        if mark.id != j.id {
-            return None;
-        }
-        j.nodes.get(usize::try_from(from).ok()?..)
+        self.journal.since(mark)
+    }
+
+    /// Where the container journal stands now; pass it to
+    /// [`ClusterView::containers_moved_since`] at the next look.
+    pub fn container_mark(&self) -> JournalMark {
+        self.moves.mark()
+    }
+
+    /// How [`ClusterView::containers`] was reordered in place since `mark` was taken
+    /// of this view, in order: replayed on a list laid out as the containers were
+    /// then, it lays it out as they are now. None when that is not known (as for
+    /// [`ClusterView::nodes_changed_since`]).
+    pub fn containers_moved_since(&self, mark: JournalMark) -> Option<&[ContainerMove]> {
+        self.moves.since(mark)
     }
 
     /// Forget the journalled changes; readers with an earlier mark start over. A
-    /// caller that patches a view between ticks clears it before each patch, so that it
-    /// holds one tick's changes.
-    pub fn clear_node_journal(&mut self) {
+    /// caller that patches a view between ticks clears them before each patch, so that
+    /// they hold one tick's changes.
+    pub fn clear_journals(&mut self) {
         self.journal.clear();
+        self.moves.clear();
     }
 
-    /// List node `n` as changed. The list is cleared past a few times the node count,
-    /// so a view nobody reads the journal of stays small.
+    /// List node `n` as changed.
     pub(super) fn journal_node(&mut self, n: NodeIdx) {
-        let j = &mut self.journal;
-        if j.nodes.len() >= 4 * self.nodes.len() + 1024 {
-            j.clear();
-        }
-        j.nodes.push(n.0);
+        let limit = 4 * self.nodes.len() + 1024;
+        self.journal.push(n.0, limit);
+    }
+
+    pub(super) fn journal_move(&mut self, m: ContainerMove) {
+        let limit = 4 * self.containers.len() + 1024;
+        self.moves.push(m, limit);
     }
 
     /// Room not allocated on the nodes, summed: each node's capacity less what its

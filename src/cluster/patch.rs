@@ -11,8 +11,9 @@
 //!   application's list, even if it happens to be sorted (readers then sort).
 
 use super::{
-    App, AppIdx, BelowAllocation, ClusterView, Container, ContainerIdx, ContainerState, Limits,
-    Millis, NodeIdx, Partition, QueueIdx, ResourceRequest, ViewError, id_hash,
+    App, AppIdx, BelowAllocation, ClusterView, Container, ContainerIdx, ContainerMove,
+    ContainerState, Limits, Millis, NodeIdx, Partition, QueueIdx, ResourceRequest, ViewError,
+    id_hash,
 };
 use crate::resources::Resource;
 
@@ -125,6 +126,7 @@ impl ClusterView {
             self.containers.pop();
             return Err(e);
         }
+        self.journal_move(ContainerMove::Added);
         Ok(idx)
     }
 
@@ -251,6 +253,7 @@ impl ClusterView {
                 self.below_allocation_facts[p].container = i;
             }
         }
+        self.journal_move(ContainerMove::Removed(i));
         Ok(removed)
     }
 
@@ -679,7 +682,7 @@ mod tests {
             "no node holds more"
         );
         let c = v.add_container(container(1, a.0, 2, 1, 0)).unwrap();
-        v.clear_node_journal();
+        v.clear_journals();
         // A mark from before the clear no longer knows; one taken now does.
         assert_eq!(v.nodes_changed_since(start), None);
         let mark = v.journal_mark();
@@ -708,6 +711,70 @@ mod tests {
         }
         assert_eq!(v.nodes_changed_since(mark), None);
         assert!(v.nodes_changed_since(v.journal_mark()).is_some());
+    }
+
+    #[test]
+    fn the_container_journal_replays_the_list_as_it_changed() {
+        // A list laid out as the containers were at a mark, replayed, is laid out as
+        // they are now: what the policy's memos rely on.
+        let replay = |list: &mut Vec<u64>, moves: &[ContainerMove], added: &[u64]| {
+            let mut added = added.iter();
+            for m in moves {
+                match m {
+                    ContainerMove::Added => list.push(*added.next().unwrap()),
+                    ContainerMove::Removed(i) => {
+                        list.swap_remove(i.get());
+                    }
+                }
+            }
+        };
+        let ids = |v: &ClusterView| v.containers.iter().map(|c| c.id.id).collect::<Vec<_>>();
+        let mut v = empty_view();
+        let a = v.add_app(app(1, 1, 0)).unwrap();
+        for n in 1..6 {
+            v.add_container(container(1, a.0, n, (n % 2) as u32, 0))
+                .unwrap();
+        }
+        let mut list = ids(&v);
+        let mark = v.container_mark();
+        v.remove_container(ContainerIdx(1)).unwrap();
+        v.add_container(container(1, a.0, 6, 0, 0)).unwrap();
+        // The last one removed: nothing moves into its place.
+        v.remove_container(ContainerIdx(4)).unwrap();
+        v.remove_container(ContainerIdx(0)).unwrap();
+        // Refused changes are not journalled.
+        assert!(v.add_container(container(1, a.0, 3, 0, 0)).is_err());
+        assert!(v.remove_container(ContainerIdx(9)).is_err());
+        let moves = v.containers_moved_since(mark).unwrap();
+        assert_eq!(
+            moves,
+            &[
+                ContainerMove::Removed(ContainerIdx(1)),
+                ContainerMove::Added,
+                ContainerMove::Removed(ContainerIdx(4)),
+                ContainerMove::Removed(ContainerIdx(0)),
+            ]
+        );
+        replay(&mut list, moves, &[6]);
+        assert_eq!(list, ids(&v));
+        // Cleared, a clone or another view: the reader must lay its list out anew.
+        v.clear_journals();
+        assert_eq!(v.containers_moved_since(mark), None);
+        assert_eq!(v.containers_moved_since(v.container_mark()), Some(&[][..]));
+        assert_eq!(v.clone().containers_moved_since(v.container_mark()), None);
+        assert_eq!(
+            empty_view().containers_moved_since(v.container_mark()),
+            None
+        );
+        // The node journal's marks are not the container journal's.
+        assert_eq!(v.containers_moved_since(v.journal_mark()), None);
+        // Nobody reading: it stays small.
+        let mark = v.container_mark();
+        for n in 10..1100 {
+            let c = v.add_container(container(1, a.0, n, 0, 0)).unwrap();
+            v.remove_container(c).unwrap();
+        }
+        assert_eq!(v.containers_moved_since(mark), None);
     }
 
     #[test]

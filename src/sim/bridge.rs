@@ -203,7 +203,7 @@ impl ViewBuilder {
             Some(mut v) => {
                 core.take_changed(&mut self.changed);
                 // A decision follows every update: the journal holds one tick's changes.
-                v.clear_node_journal();
+                v.clear_journals();
                 v
             }
             None => {

@@ -127,7 +127,7 @@ fn las_on_a_view_changed_in_place_decides_as_on_a_copy() {
         // As the simulator's view builder does, except now and then, when the policy
         // must notice that it missed a tick's changes.
         if tick % 37 != 0 {
-            v.clear_node_journal();
+            v.clear_journals();
         }
         for _ in 0..walk.next(3) {
             match walk.next(5) {
