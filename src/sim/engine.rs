@@ -458,13 +458,7 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
     /// about 8% of a capacity+las run). What remains keeps its order.
     fn compact_events(&mut self) {
         let slab = &self.slab;
-        self.events.retain(|ev| match *ev {
-            Ev::TaskEnd { c, epoch } | Ev::Transition { c, epoch } | Ev::Killed { c, epoch } => {
-                slab.get(c as usize)
-                    .is_some_and(|k| k.live && k.epoch == epoch)
-            }
-            _ => true,
-        });
+        self.events.retain(|ev| !stale(slab, ev));
         self.compact_at = (2 * self.events.len()).max(self.cfg.compact_from);
     }
 
@@ -927,6 +921,17 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
 
 /// Run a scheduler over the whole workload. `progress` is told the number of finished
 /// jobs every so often.
+/// An event of a container that has since changed speed or ended: the run loop skips
+/// it, and [`Core::compact_events`] drops it.
+fn stale<M>(slab: &[Container], ev: &Ev<M>) -> bool {
+    match *ev {
+        Ev::TaskEnd { c, epoch } | Ev::Transition { c, epoch } | Ev::Killed { c, epoch } => slab
+            .get(c as usize)
+            .is_none_or(|k| !k.live || k.epoch != epoch),
+        _ => false,
+    }
+}
+
 pub(crate) fn run<S: Scheduler>(
     core: &mut Core<'_, S::Msg>,
     sched: &mut S,
@@ -937,12 +942,8 @@ pub(crate) fn run<S: Scheduler>(
         debug_assert!(t >= core.now, "time went backwards");
         // A container that changed speed or ended leaves its old events behind; they must
         // not move the clock (a throttled container's end can lie far in the future).
-        if let Ev::TaskEnd { c, epoch } | Ev::Transition { c, epoch } | Ev::Killed { c, epoch } = ev
-        {
-            let k = &core.slab[c as usize];
-            if !k.live || k.epoch != epoch {
-                continue;
-            }
+        if stale(&core.slab, &ev) {
+            continue;
         }
         core.now = t;
         core.events_run += 1;
