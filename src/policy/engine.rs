@@ -19,7 +19,7 @@ use super::las::{self, LasCause, LasGate, LasTask};
 use super::ledger::{Ledger, NodeBuffers, Room};
 use super::plan::{Action, ActionKind, Before, PendingKill, Plan};
 use super::select::{app_policy, is_share_based};
-use super::state::{DiceState, LasTimers, Memos, PolicyState};
+use super::state::{DiceState, LasTimers, Memo, Memos, PolicyState};
 use super::victims::{describe_remaining, jobs_by_remaining_time, newest_key, smallest_first};
 use crate::cluster::{
     AppIdx, BelowAllocation, ClusterView, Container, ContainerIdx, ContainerState, IdMap, JobClass,
@@ -50,8 +50,11 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
         std::mem::take(buffers),
     );
     t.explain = *explain;
-    // A LAS tick acts dozens of times; growing the list copies every action so far.
-    t.actions.reserve(last_actions);
+    // A LAS tick acts dozens of times, a varying number; growing the list copies
+    // every action so far.
+    let room = 2 * last_actions + 8;
+    t.actions.reserve(room);
+    t.places.reserve(room);
     t.release_unmanaged();
     let (loads, acc) = t.share_based();
     if t.las_active {
@@ -78,6 +81,7 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
         las,
         las_work: std::mem::take(&mut t.las_work),
         actions: t.actions.len(),
+        places: std::mem::take(&mut t.places),
     };
     t.finish(&loads, &acc, report)
 }
@@ -91,9 +95,16 @@ pub(crate) struct TickBuffers {
     las_work: LasWork,
     /// How many actions the last tick took (room to reserve for this one's).
     actions: usize,
+    /// Where each of the last plan's actions' containers is in its view (None for
+    /// a node action).
+    places: Vec<Option<ContainerIdx>>,
 }
 
 impl TickBuffers {
+    pub(crate) fn places(&self) -> &[Option<ContainerIdx>] {
+        &self.places
+    }
+
     /// The next tick starts LAS's counts over (its timers were put back, so the nodes
     /// it meant to look at may be the wrong ones).
     pub(crate) fn forget_las(&mut self) {
@@ -487,6 +498,8 @@ struct Tick<'a> {
     /// Dice planned the partitions already this tick (possibly to no change).
     partitions_planned: bool,
     actions: Vec<Action>,
+    /// Per action, its container's place ([`PolicyState::action_places`]).
+    places: Vec<Option<ContainerIdx>>,
     pending_kills: Vec<PendingKill>,
     notes: Vec<String>,
     /// Format reasons and notes (with `why!`) and name queues and nodes in actions
@@ -622,7 +635,9 @@ impl<'a> Tick<'a> {
             las: mut las_index,
             las_work,
             actions: _,
+            mut places,
         } = buffers;
+        places.clear();
         let las = if las_active {
             las_index.sync(view, s, &policy, las_checks, now, &mut node_buffers);
             Some(las_index)
@@ -687,6 +702,7 @@ impl<'a> Tick<'a> {
             partition_changes: Vec::new(),
             partitions_planned: false,
             actions: Vec::new(),
+            places,
             pending_kills: Vec::new(),
             notes: Vec::new(),
             explain: true,
@@ -736,6 +752,7 @@ impl<'a> Tick<'a> {
         let view = self.view;
         let c = view.container(ci);
         self.acted.insert(ci);
+        self.places.push(Some(ci));
         self.actions.push(Action {
             kind,
             policy,
@@ -769,7 +786,7 @@ impl<'a> Tick<'a> {
         let inc = inc.component_min(owed);
         self.ledger.give(self.queue_of(c), room, inc);
         let to = if inc == owed {
-            self.memos.get_mut(ci, c.id).resumed();
+            self.memos.update(ci, c.id, Memo::resumed);
             Limits::from(c.allocated)
         } else {
             (self.held(c) + inc)
@@ -798,8 +815,8 @@ impl<'a> Tick<'a> {
         if !self.ledger.take(self.queue_of(c), room, amount, None) {
             return None;
         }
-        let m = self.memos.get_mut(ci, c.id);
-        m.suspended(self.now);
+        let now = self.now;
+        self.memos.update(ci, c.id, |m| m.suspended(now));
         let footprint = floor.to_limits();
         self.push(
             ci,
@@ -859,7 +876,7 @@ impl<'a> Tick<'a> {
             } else {
                 self.ledger
                     .give(self.queue_of(c), Room::QueueOnly, self.held(c));
-                self.memos.get_mut(ci, c.id).kill_marked_at = None;
+                self.memos.update(ci, c.id, |m| m.kill_marked_at = None);
             }
         }
     }
@@ -963,7 +980,7 @@ impl<'a> Tick<'a> {
             if held.fits_in(&room[q]) {
                 room[q] -= held;
                 self.ledger.give(q, Room::QueueOnly, held);
-                self.memos.get_mut(ci, c.id).kill_marked_at = None;
+                self.memos.update(ci, c.id, |m| m.kill_marked_at = None);
                 unmarked.insert(ci);
                 any_unmarked = true;
             }
@@ -996,15 +1013,16 @@ impl<'a> Tick<'a> {
             // One pick, and one graceful step, per monitoring interval however often
             // `decide` runs.
             let now = self.now;
-            let m = self.memos.get_mut(ci, c.id);
-            let counted = m
-                .last_pick_at
-                .is_none_or(|at| now >= at.saturating_add(interval));
-            if counted {
-                m.resume_picks = m.resume_picks.saturating_add(1);
-                m.last_pick_at = Some(now);
-            }
-            let picks = m.resume_picks;
+            let (counted, picks) = self.memos.update(ci, c.id, |m| {
+                let counted = m
+                    .last_pick_at
+                    .is_none_or(|at| now >= at.saturating_add(interval));
+                if counted {
+                    m.resume_picks = m.resume_picks.saturating_add(1);
+                    m.last_pick_at = Some(now);
+                }
+                (counted, m.resume_picks)
+            });
             if !counted || picks < d {
                 *reserved.entry(n).or_default() += inc;
                 continue;
@@ -1113,9 +1131,10 @@ impl<'a> Tick<'a> {
             frozen[q] += amount;
             // The CPU it frees must not resume it within the same interval.
             let now = self.now;
-            let m = self.memos.get_mut(ci, c.id);
-            m.suspended_at.get_or_insert(now);
-            m.last_pick_at = Some(now);
+            self.memos.update(ci, c.id, |m| {
+                m.suspended_at.get_or_insert(now);
+                m.last_pick_at = Some(now);
+            });
             let reason = why!(
                 self,
                 "swapping (swap-in or major-fault rate above the threshold): frozen at the footprint CPU; no more memory is taken from it"
@@ -1355,10 +1374,16 @@ impl<'a> Tick<'a> {
         let c = self.view.container(p.ci);
         let reason = Rc::unwrap_or_clone(p.reason);
         let now = self.now;
-        let m = self.memos.get_mut(p.ci, c.id);
+        self.memos.update(p.ci, c.id, |m| match p.what {
+            Reclaim::Mark => m.kill_marked_at = Some(now),
+            Reclaim::Suspend(_) => m.suspended(now),
+            Reclaim::Shrink(_) => {
+                m.suspended(now);
+                m.last_step_at = Some(now);
+            }
+        });
         match p.what {
             Reclaim::Mark => {
-                m.kill_marked_at = Some(now);
                 if self.s.kill.max_wait_before_kill_ms == 0 {
                     self.kill(p.ci, reason, for_queue.clone());
                 } else {
@@ -1366,7 +1391,6 @@ impl<'a> Tick<'a> {
                 }
             }
             Reclaim::Suspend(floor) => {
-                m.suspended(now);
                 let footprint = floor.to_limits();
                 self.push(
                     p.ci,
@@ -1380,8 +1404,6 @@ impl<'a> Tick<'a> {
                 );
             }
             Reclaim::Shrink(to) => {
-                m.suspended(now);
-                m.last_step_at = Some(now);
                 let reason = why!(
                     self,
                     "{reason}; one graceful step of {}",
@@ -1626,9 +1648,10 @@ impl<'a> Tick<'a> {
                 let preemptions = t.preemptions;
                 let floor = self.floor(c);
                 let now = self.now;
-                let m = self.memos.get_mut(ci, c.id);
-                m.suspended(now);
-                m.las_preemptions = preemptions;
+                self.memos.update(ci, c.id, |m| {
+                    m.suspended(now);
+                    m.las_preemptions = preemptions;
+                });
                 self.push(
                     ci,
                     ActionKind::Suspend {
@@ -1653,13 +1676,16 @@ impl<'a> Tick<'a> {
                     ),
                 };
                 self.resume_fully(ci, PolicyKind::Las, Room::Local(n), reason);
-                self.memos.get_mut(ci, c.id).quantum_start = Some(self.now);
+                let now = self.now;
+                self.memos.update(ci, c.id, |m| m.quantum_start = Some(now));
             }
         }
         for (i, (t, b)) in tasks.iter().zip(before.iter()).enumerate() {
             if t.running && b.running && t.since_ms != b.since_ms {
                 let c = view.container(idx[i]);
-                self.memos.get_mut(idx[i], c.id).quantum_start = Some(t.since_ms);
+                let since = t.since_ms;
+                self.memos
+                    .update(idx[i], c.id, |m| m.quantum_start = Some(since));
             }
         }
         self.las_checks
@@ -1863,8 +1889,9 @@ impl<'a> Tick<'a> {
         {
             return false;
         }
-        let m = self.memos.get_mut(ci, c.id);
-        m.dice_suspensions = m.dice_suspensions.saturating_add(1);
+        self.memos.update(ci, c.id, |m| {
+            m.dice_suspensions = m.dice_suspensions.saturating_add(1);
+        });
         true
     }
 
@@ -2045,6 +2072,7 @@ impl<'a> Tick<'a> {
             ActionKind::SetNodePartition { .. } => PolicyKind::Dice,
             _ => self.s.kind,
         };
+        self.places.push(None);
         self.actions.push(Action {
             kind,
             policy,

@@ -73,6 +73,14 @@ impl PolicyState {
         self.explain = on;
     }
 
+    /// Where the container of each action of the last plan is in the view it was
+    /// decided on (None for a node action; in observe-only mode, of what was
+    /// observed), for a caller that holds that view and would otherwise look each
+    /// container up by id.
+    pub fn action_places(&self) -> &[Option<ContainerIdx>] {
+        self.buffers.places()
+    }
+
     /// Containers the state currently remembers something about (including some that
     /// left the view and are not dropped yet).
     pub fn remembered_containers(&self) -> usize {
@@ -131,6 +139,9 @@ pub(crate) struct LasTimers {
     /// The timers by time (node places), so that a tick finds the due ones without
     /// reading every node's; an entry whose node has another time now is stale.
     by_time: BinaryHeap<Reverse<(Millis, u32)>>,
+    /// The latest time [`LasTimers::due`] was asked about: entries up to it are
+    /// popped, and later ones are still in `by_time`.
+    popped_through: Option<Millis>,
 }
 
 impl LasTimers {
@@ -142,6 +153,13 @@ impl LasTimers {
 
     pub fn set(&mut self, view: &ClusterView, n: usize, at: Option<Millis>) {
         self.align(view);
+        // A LAS tick sets the timer of every node it steps, mostly to what it was: an
+        // entry still queued for the same time serves (the heap's pops were 3% of a
+        // simulation).
+        let queued = |t: Millis| self.popped_through.is_none_or(|p| t > p);
+        if self.at[n] == at && at.is_some_and(queued) {
+            return;
+        }
         self.at[n] = at;
         if let Some(t) = at {
             self.by_time.push(Reverse((t, n as u32)));
@@ -152,6 +170,7 @@ impl LasTimers {
     /// before (a node may be listed twice).
     pub fn due(&mut self, view: &ClusterView, now: Millis, out: &mut Vec<u32>) {
         self.align(view);
+        self.popped_through = self.popped_through.max(Some(now));
         while let Some(&Reverse((t, n))) = self.by_time.peek() {
             if t > now {
                 break;
@@ -218,10 +237,13 @@ pub(crate) struct DiceState {
 ///   tick, and a probe missed the cache twice). It is laid out by id once, on the
 ///   second tick that sees the same view.
 ///
-/// Either way `entries` holds the memos and `marked` the marked containers' places.
+/// Either way `entries` holds whose each memo is, `memos` the memos, packed and
+/// apart, so that reading one misses the cache once (a LAS tick reads one per
+/// container of every node it steps), and `marked` the marked containers' places.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct MemoStore {
     entries: Vec<Entry>,
+    memos: Vec<Packed>,
     index: IdMap<ContainerId, u32>,
     slots: Vec<u32>,
     placed: bool,
@@ -229,6 +251,8 @@ pub(crate) struct MemoStore {
     /// By id: the next entry to sweep.
     sweep: usize,
     marked: BTreeMap<ContainerId, ContainerIdx>,
+    /// The last tick's list of memos touched, kept for its room.
+    touched: Vec<ContainerIdx>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -236,10 +260,67 @@ struct Entry {
     id: ContainerId,
     /// By place: where its container is. By id: where it was when last seen.
     at: ContainerIdx,
-    memo: Memo,
 }
 
 const NO_MEMO: u32 = u32::MAX;
+
+/// A [`Memo`] in one cache line: times with `u64::MAX` for none (a time of
+/// `u64::MAX` ms, 585 million years, is kept as one less).
+#[derive(Clone, Copy, Debug)]
+#[repr(align(64))]
+struct Packed {
+    times: [u64; 5],
+    counts: [u32; 3],
+}
+
+impl Packed {
+    const NONE: u64 = u64::MAX;
+    /// [`Memo::default`]: nothing to remember.
+    const EMPTY: Packed = Packed {
+        times: [Self::NONE; 5],
+        counts: [0; 3],
+    };
+
+    #[inline]
+    fn pack(m: &Memo) -> Packed {
+        let t = |t: Option<Millis>| t.map_or(Self::NONE, |t| t.min(Self::NONE - 1));
+        Packed {
+            times: [
+                t(m.suspended_at),
+                t(m.last_pick_at),
+                t(m.last_step_at),
+                t(m.kill_marked_at),
+                t(m.quantum_start),
+            ],
+            counts: [m.resume_picks, m.las_preemptions, m.dice_suspensions],
+        }
+    }
+
+    #[inline]
+    fn unpack(&self) -> Memo {
+        let t = |i: usize| (self.times[i] != Self::NONE).then_some(self.times[i]);
+        Memo {
+            suspended_at: t(0),
+            last_pick_at: t(1),
+            last_step_at: t(2),
+            kill_marked_at: t(3),
+            quantum_start: t(4),
+            resume_picks: self.counts[0],
+            las_preemptions: self.counts[1],
+            dice_suspensions: self.counts[2],
+        }
+    }
+
+    fn kill_marked(&self) -> bool {
+        self.times[3] != Self::NONE
+    }
+
+    /// Nothing to remember (compared field by field: `==` on the arrays calls
+    /// `memcmp`).
+    fn is_empty(&self) -> bool {
+        self.times.iter().all(|&t| t == Self::NONE) && self.counts.iter().all(|&n| n == 0)
+    }
+}
 
 impl MemoStore {
     /// The marked containers and when each was marked (`None` if its memo is gone),
@@ -251,10 +332,10 @@ impl MemoStore {
             } else {
                 self.index.get(id).copied()
             };
-            let e = s
-                .and_then(|s| self.entries.get(s as usize))
-                .filter(|e| e.id == *id);
-            (*id, e.and_then(|e| e.memo.kill_marked_at))
+            let m = s
+                .filter(|&s| self.entries.get(s as usize).is_some_and(|e| e.id == *id))
+                .and_then(|s| self.memos.get(s as usize));
+            (*id, m.and_then(|m| m.unpack().kill_marked_at))
         })
     }
 
@@ -315,7 +396,7 @@ impl MemoStore {
         {
             let e = &mut self.entries[s as usize];
             e.at = i;
-            if e.memo.kill_marked_at.is_some() {
+            if self.memos[s as usize].kill_marked() {
                 self.marked.insert(e.id, i);
             }
         }
@@ -339,21 +420,25 @@ impl MemoStore {
         self.slots.resize(view.containers.len(), NO_MEMO);
         self.index = IdMap::default();
         self.placed = true;
-        let marked = &mut self.marked;
-        self.entries
-            .retain_mut(|e| match view.container_by_id(&e.id) {
+        let mut kept = 0;
+        for s in 0..self.entries.len() {
+            let e = self.entries[s];
+            match view.container_by_id(&e.id) {
                 Some(at) => {
-                    e.at = at;
-                    if let Some(m) = marked.get_mut(&e.id) {
+                    if let Some(m) = self.marked.get_mut(&e.id) {
                         *m = at;
                     }
-                    true
+                    self.entries[kept] = Entry { id: e.id, at };
+                    self.memos[kept] = self.memos[s];
+                    kept += 1;
                 }
                 None => {
-                    marked.remove(&e.id);
-                    false
+                    self.marked.remove(&e.id);
                 }
-            });
+            }
+        }
+        self.entries.truncate(kept);
+        self.memos.truncate(kept);
         for (s, e) in self.entries.iter().enumerate() {
             self.slots[e.at.get()] = s as u32;
         }
@@ -374,6 +459,7 @@ impl MemoStore {
     /// Drops the memo in entry `s`; the last entry moves into it.
     fn free(&mut self, s: u32) {
         let gone = self.entries.swap_remove(s as usize);
+        self.memos.swap_remove(s as usize);
         if self.placed {
             self.slots[gone.at.get()] = NO_MEMO;
         } else {
@@ -450,31 +536,37 @@ pub(crate) struct Memos<'a> {
 impl<'a> Memos<'a> {
     pub fn new(view: &'a ClusterView, store: &'a mut MemoStore) -> Self {
         store.sync(view);
+        let mut touched = std::mem::take(&mut store.touched);
+        touched.clear();
         Memos {
             store,
             view,
-            touched: Vec::new(),
+            touched,
         }
     }
 
+    #[inline]
     pub fn get(&self, c: ContainerIdx) -> Memo {
         match self.store.slot_of(self.view, c) {
             NO_MEMO => Memo::default(),
-            s => self.store.entries[s as usize].memo,
+            s => self.store.memos[s as usize].unpack(),
         }
     }
 
-    pub fn get_mut(&mut self, c: ContainerIdx, id: ContainerId) -> &mut Memo {
+    /// Changes the memo of the container at `c`, whose id is `id`, with `f`.
+    pub fn update<R>(
+        &mut self,
+        c: ContainerIdx,
+        id: ContainerId,
+        f: impl FnOnce(&mut Memo) -> R,
+    ) -> R {
         self.touched.push(c);
         let store = &mut *self.store;
         let mut s = store.slot_of(self.view, c);
         if s == NO_MEMO {
             s = store.entries.len() as u32;
-            store.entries.push(Entry {
-                id,
-                at: c,
-                memo: Memo::default(),
-            });
+            store.entries.push(Entry { id, at: c });
+            store.memos.push(Packed::EMPTY);
             if store.placed {
                 store.slots[c.get()] = s;
             } else {
@@ -482,7 +574,11 @@ impl<'a> Memos<'a> {
             }
         }
         debug_assert_eq!(store.entries[s as usize].id, id);
-        &mut store.entries[s as usize].memo
+        let packed = &mut store.memos[s as usize];
+        let mut memo = packed.unpack();
+        let r = f(&mut memo);
+        *packed = Packed::pack(&memo);
+        r
     }
 
     /// Live containers marked for killing, in id order.
@@ -513,18 +609,18 @@ impl<'a> Memos<'a> {
             view,
             touched,
         } = self;
-        for c in touched {
+        for &c in &touched {
             let s = store.slot_of(view, c);
             if s == NO_MEMO {
                 continue;
             }
             let e = &mut store.entries[s as usize];
             e.at = c;
-            let (id, memo) = (e.id, e.memo);
-            if memo == Memo::default() || !view.container(c).is_live() {
+            let (id, memo) = (e.id, store.memos[s as usize]);
+            if memo.is_empty() || !view.container(c).is_live() {
                 store.free(s);
                 store.marked.remove(&id);
-            } else if memo.kill_marked_at.is_some() {
+            } else if memo.kill_marked() {
                 store.marked.insert(id, c);
             } else {
                 store.marked.remove(&id);
@@ -533,6 +629,7 @@ impl<'a> Memos<'a> {
         if !store.placed {
             store.sweep(view);
         }
+        store.touched = touched;
     }
 }
 
@@ -572,7 +669,7 @@ mod tests {
             let mut m = Memos::new(view, store);
             for (i, c) in view.containers.iter().enumerate() {
                 if c.id.id % 2 == parity {
-                    m.get_mut(ContainerIdx(i as u32), c.id).suspended(at);
+                    m.update(ContainerIdx(i as u32), c.id, |m| m.suspended(at));
                 }
             }
             m.finish();
@@ -644,6 +741,63 @@ mod tests {
         t.set(&v, 0, Some(50));
         let other = view(&["c:1", "a:1"]);
         t.due(&other, 60, &mut out);
+        assert_eq!(out, [1]);
+    }
+
+    #[test]
+    fn a_packed_memo_unpacks_to_what_was_packed() {
+        use super::{Memo, Packed};
+        let full = Memo {
+            suspended_at: Some(0),
+            resume_picks: 3,
+            last_pick_at: Some(7),
+            last_step_at: None,
+            kill_marked_at: Some(u64::MAX - 1),
+            las_preemptions: u32::MAX,
+            quantum_start: Some(9),
+            dice_suspensions: 1,
+        };
+        for m in [Memo::default(), full] {
+            let p = Packed::pack(&m);
+            assert_eq!(p.unpack(), m);
+            assert_eq!(p.is_empty(), m == Memo::default());
+            assert_eq!(p.kill_marked(), m.kill_marked_at.is_some());
+        }
+        assert!(Packed::EMPTY.is_empty());
+        // The one time a packed memo cannot hold is kept as one less.
+        let last = Memo {
+            quantum_start: Some(u64::MAX),
+            ..Memo::default()
+        };
+        assert_eq!(
+            Packed::pack(&last).unpack().quantum_start,
+            Some(u64::MAX - 1)
+        );
+    }
+
+    /// Setting a timer to the time it has queues nothing more, yet a timer set again
+    /// to a time already reported is reported again.
+    #[test]
+    fn a_timer_set_to_the_same_time_is_queued_once() {
+        let mut t = LasTimers::default();
+        let v = view(&["a:1", "b:1"]);
+        for _ in 0..5 {
+            t.set(&v, 0, Some(10));
+        }
+        assert_eq!(t.by_time.len(), 1);
+        let mut out = Vec::new();
+        t.due(&v, 10, &mut out);
+        assert_eq!(out, [0]);
+        out.clear();
+        t.set(&v, 0, Some(10));
+        t.due(&v, 12, &mut out);
+        assert_eq!(out, [0], "set again after it was reported");
+        // Later than anything asked about: still queued, so not queued twice.
+        t.set(&v, 1, Some(20));
+        t.set(&v, 1, Some(20));
+        assert_eq!(t.by_time.len(), 1);
+        out.clear();
+        t.due(&v, 20, &mut out);
         assert_eq!(out, [1]);
     }
 

@@ -63,53 +63,53 @@ impl PolicyBridge {
         now: Millis,
     ) -> Result<Vec<SimAction>, String> {
         let plan = policy::decide(view, &mut self.state, now);
-        plan.actions
-            .iter()
-            .map(|a| {
-                let container = |id: &ContainerId| {
-                    ids.container(view, id)
-                        .ok_or_else(|| format!("policy acted on {id}, which is not in the view"))
-                };
-                let node = |id: &NodeId| {
-                    ids.node(id).ok_or_else(|| {
-                        format!("policy acted on node {id}, which is not in the view")
-                    })
-                };
-                Ok(match &a.kind {
-                    ActionKind::Suspend {
-                        container: c,
-                        footprint,
-                    } => SimAction::Suspend {
-                        container: container(c)?,
-                        to: *footprint,
-                    },
-                    ActionKind::Shrink { container: c, to } => SimAction::Shrink {
-                        container: container(c)?,
-                        to: *to,
-                    },
-                    ActionKind::Resume { container: c, to } => SimAction::Resume {
-                        container: container(c)?,
-                        to: *to,
-                    },
-                    ActionKind::Kill { container: c } => SimAction::Kill {
-                        container: container(c)?,
-                    },
-                    ActionKind::SetNodeCapacity {
-                        node: n,
-                        advertised,
-                    } => SimAction::SetNodeCapacity {
+        let places = self.state.action_places();
+        let mut out = Vec::with_capacity(plan.actions.len());
+        for (i, a) in plan.actions.iter().enumerate() {
+            let place = places.get(i).copied().flatten();
+            let container = |id: &ContainerId| {
+                ids.container_at(view, id, place)
+                    .ok_or_else(|| format!("policy acted on {id}, which is not in the view"))
+            };
+            let node = |id: &NodeId| {
+                ids.node(id)
+                    .ok_or_else(|| format!("policy acted on node {id}, which is not in the view"))
+            };
+            out.push(match &a.kind {
+                ActionKind::Suspend {
+                    container: c,
+                    footprint,
+                } => SimAction::Suspend {
+                    container: container(c)?,
+                    to: *footprint,
+                },
+                ActionKind::Shrink { container: c, to } => SimAction::Shrink {
+                    container: container(c)?,
+                    to: *to,
+                },
+                ActionKind::Resume { container: c, to } => SimAction::Resume {
+                    container: container(c)?,
+                    to: *to,
+                },
+                ActionKind::Kill { container: c } => SimAction::Kill {
+                    container: container(c)?,
+                },
+                ActionKind::SetNodeCapacity {
+                    node: n,
+                    advertised,
+                } => SimAction::SetNodeCapacity {
+                    node: node(n)?,
+                    advertised: *advertised,
+                },
+                ActionKind::SetNodePartition { node: n, partition } => {
+                    SimAction::SetNodePartition {
                         node: node(n)?,
-                        advertised: *advertised,
-                    },
-                    ActionKind::SetNodePartition { node: n, partition } => {
-                        SimAction::SetNodePartition {
-                            node: node(n)?,
-                            partition: *partition,
-                        }
+                        partition: *partition,
                     }
-                })
-            })
-            .collect()
+                }
+            });
+        }
+        Ok(out)
     }
 }
 
@@ -175,9 +175,17 @@ impl ViewBuilder {
         self.view.as_ref()
     }
 
-    /// The simulator container behind a container id of the view.
-    pub fn container(&self, view: &ClusterView, id: &ContainerId) -> Option<u32> {
-        view.container_by_id(id)
+    /// The simulator container behind a container id of the view, looked for first
+    /// at `place` when the policy said where it was.
+    pub fn container_at(
+        &self,
+        view: &ClusterView,
+        id: &ContainerId,
+        place: Option<ContainerIdx>,
+    ) -> Option<u32> {
+        place
+            .filter(|&i| view.containers.get(i.get()).is_some_and(|c| c.id == *id))
+            .or_else(|| view.container_by_id(id))
             .and_then(|i| self.slots.get(i.get()).copied())
     }
 
