@@ -54,11 +54,12 @@ async fn graceful_and_immediate_cut_short_job_queueing_and_kill_reruns_killed_wo
         // busy one, or short jobs rarely wait under none either (CI, quiet, once saw none's
         // p95 at 3.5 s with 2% inputs). Debug-built kernels differ in speed by 10x against
         // release, so only wordcount runs: 10% of its input is 6-13 CPU-seconds, 25-50 s at
-        // a quarter CPU. The drain is long enough for a loaded machine; it ends when the
-        // last job does.
+        // a quarter CPU. The drain is long enough for a loaded machine (one CI machine
+        // took 333 s for a long job under none, and a preempted one did not finish in
+        // 300 s); it ends when the last job does.
         long_scale: 0.1,
         long_kernels: vec![Kernel::Wordcount],
-        drain: Duration::from_secs(300),
+        drain: Duration::from_secs(600),
         live: true,
     };
     let report = demo::run(&config, CancellationToken::new())

@@ -507,6 +507,7 @@ impl MemoStore {
     /// Debug builds: every memo is found where it is, and only there.
     #[cfg(debug_assertions)]
     fn check(&self, view: &ClusterView) {
+        assert_eq!(self.memos.len(), self.entries.len(), "a memo per entry");
         if self.placed {
             for (s, e) in self.entries.iter().enumerate() {
                 assert_eq!(view.containers[e.at.get()].id, e.id, "memo {s}'s place");
