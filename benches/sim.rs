@@ -7,7 +7,7 @@
 //! - `PREEMPTOR_EAGLE_SIM`: path to a Python 3 conversion of epfl-labos/eagle's
 //!   `simulation/eagle_simulation.py` (and `PREEMPTOR_PYTHON`, default `python3`, with its
 //!   `bitmap` module installed). Without it the baseline is reported as absent.
-//! - `PREEMPTOR_TRACES`: directory of the bundled traces (default `../shared/traces`).
+//! - `PREEMPTOR_TRACES`: directory of the bundled traces (default the repository's `traces/`).
 //! - `PREEMPTOR_BENCH_QUICK=1`: skip the 500,000-job run.
 //! - `PREEMPTOR_BENCH_ONLY=capacity+kill,kairos`: only these schedulers on the Yahoo
 //!   subsets.
@@ -141,10 +141,7 @@ fn python_run(script: &Path, trace: &Path, kind: SchedulerKind) -> Result<(f64, 
 }
 
 fn main() {
-    let Some(dir) = trace::bundled_traces_dir() else {
-        println!("the bundled traces (shared/traces) are not here; set PREEMPTOR_TRACES");
-        return;
-    };
+    let dir = trace::bundled_traces_dir();
     let only = std::env::var("PREEMPTOR_BENCH_ONLY").ok();
     let kinds: Vec<SchedulerKind> = SchedulerKind::all()
         .into_iter()

@@ -10,9 +10,7 @@ use preemptor::sim::workload::{SLOT, Workload};
 use preemptor::sim::{EngineConfig, SchedParams, SchedulerKind, SimReport, SimSetup, simulate};
 
 pub fn bundled(name: &str) -> PathBuf {
-    trace::bundled_traces_dir()
-        .expect("the bundled traces (shared/traces) are not next to this checkout")
-        .join(name)
+    trace::bundled_traces_dir().join(name)
 }
 
 pub fn yahoo(n: u32) -> Workload {

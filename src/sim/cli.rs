@@ -34,9 +34,9 @@ are the seed papers' baselines. Preemption costs follow BIG-C (about 3 s to recl
 of dirty memory) and Dice (resume 10 s); --costs replaces them with rates measured on a \
 live agent.
 
-Workloads: Eagle/Hawk .tr traces (the bundled Yahoo and Facebook subsets), YARN SLS JSON \
-job traces, and synthetic mixes (--synthetic bigc:pattern=high for BIG-C's HiBench + TPC-H \
-bursts, --synthetic mmc:load=0.9 for an M/M/c check against Erlang C)."
+Workloads: Eagle/Hawk .tr traces (the Yahoo and Facebook subsets shipped in traces/), \
+YARN SLS JSON job traces, and synthetic mixes (--synthetic bigc:pattern=high for BIG-C's \
+HiBench + TPC-H bursts, --synthetic mmc:load=0.9 for an M/M/c check against Erlang C)."
     };
 }
 
@@ -44,9 +44,9 @@ macro_rules! examples {
     () => {
         "\
 Examples:
-  preemptor sim run --trace ../shared/traces/yahoo_sub1.tr --nodes 4000 -s hawk,eagle
+  preemptor sim run --trace traces/yahoo_sub1.tr --nodes 4000 -s hawk,eagle
   preemptor sim run --synthetic bigc:pattern=high -s fifo,capacity+kill,capacity+graceful --plot out/
-  preemptor sim compare --trace ../shared/traces/yahoo_sub1.tr \\
+  preemptor sim compare --trace traces/yahoo_sub1.tr \\
       --schedulers hawk,hawk+dice,eagle,eagle+dice --nodes 3000,4000,5000
   preemptor sim schedulers"
     };

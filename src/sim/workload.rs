@@ -78,7 +78,8 @@ pub struct JobSpec {
     pub kind: JobKind,
 }
 
-/// The known trace families and the parameters the papers give for them (ALGORITHMS.md).
+/// The known trace families and the parameters the papers give for them
+/// (docs/algorithms.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TraceFamily {
@@ -388,7 +389,7 @@ pub(crate) mod tests {
     #[test]
     fn families_come_from_file_names() {
         assert_eq!(
-            TraceFamily::from_file_name("../shared/traces/yahoo_sub1.tr"),
+            TraceFamily::from_file_name("traces/yahoo_sub1.tr"),
             TraceFamily::Yahoo
         );
         assert_eq!(TraceFamily::from_file_name("GOOG.tr"), TraceFamily::Google);

@@ -52,7 +52,7 @@ pub struct TraceOptions {
 
 impl TraceOptions {
     /// The trace family and the short/long cutoff: an explicit cutoff, else the family's
-    /// (ALGORITHMS.md), else Preemptor's `yarn.preemptor.class.cutoff-seconds` default.
+    /// (docs/algorithms.md), else Preemptor's `yarn.preemptor.class.cutoff-seconds` default.
     pub fn resolve(&self, path: &Path) -> Result<(TraceFamily, f64), SimError> {
         let family = self
             .family
@@ -101,17 +101,13 @@ fn sniff(path: &Path, text: &str) -> TraceFormat {
     }
 }
 
-/// The traces bundled with the project (`shared/traces` beside the checkout, or
-/// `PREEMPTOR_TRACES`), for tests, benchmarks and examples.
-pub fn bundled_traces_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("PREEMPTOR_TRACES") {
-        return Some(PathBuf::from(d));
+/// The traces shipped in the repository's `traces/` (or `PREEMPTOR_TRACES`), for tests,
+/// benchmarks and examples.
+pub fn bundled_traces_dir() -> PathBuf {
+    match std::env::var_os("PREEMPTOR_TRACES") {
+        Some(d) => PathBuf::from(d),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("traces"),
     }
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    ["../shared/traces", "../../shared/traces"]
-        .iter()
-        .map(|up| manifest.join(up))
-        .find(|p| p.is_dir())
 }
 
 pub(crate) fn display_name(path: &Path) -> String {
