@@ -15,6 +15,7 @@ mod controller_api;
 mod controller_e2e;
 mod controller_load;
 mod docker_smoke;
+mod docs_links;
 mod emulator_docker;
 mod emulator_remote;
 mod emulator_rest;

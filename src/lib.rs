@@ -1,5 +1,5 @@
 //! Preemptor: suspend-or-shrink preemption for Hadoop YARN clusters running Docker
-//! containers. See DESIGN.md in docs/ for the architecture; `main.rs` only parses the
+//! containers. See docs/design.md for the architecture; `main.rs` only parses the
 //! command line and calls into these modules.
 
 pub mod agent;

@@ -2,7 +2,7 @@
 //!
 //! Every field has the default documented in docs/configuration.md; defaults mirror YARN's
 //! preemption monitor (`yarn.resourcemanager.monitor.capacity.preemption.*`) and the
-//! papers (ALGORITHMS.md) where the meaning is the same.
+//! papers (docs/algorithms.md) where the meaning is the same.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -48,7 +48,7 @@ impl RmSettings {
     pub const LARGEST_MAX_RESPONSE_MB: u64 = 4096;
 }
 
-/// Policy choice and every policy parameter of ALGORITHMS.md.
+/// Policy choice and every policy parameter of docs/algorithms.md.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PolicySettings {
     /// `yarn.preemptor.policy`

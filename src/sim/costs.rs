@@ -1,6 +1,7 @@
-//! The preemption cost model (ALGORITHMS.md): how long suspending, shrinking, resuming and
-//! killing take, and how fast a squeezed container runs. Every rate is a parameter and a
-//! file of rates measured on a live agent can replace the defaults (`--costs FILE`).
+//! The preemption cost model (docs/algorithms.md): how long suspending, shrinking,
+//! resuming and killing take, and how fast a squeezed container runs. Every rate is a
+//! parameter and a file of rates measured on a live agent can replace the defaults
+//! (`--costs FILE`).
 //!
 //! The file is JSON (schema `preemptor-sim-costs/1`, see docs/simulator.md):
 //! ```json

@@ -1,4 +1,4 @@
-//! Property tests over randomly generated clusters: the invariants of ALGORITHMS.md,
+//! Property tests over randomly generated clusters: the invariants of docs/algorithms.md,
 //! checked for every policy.
 //!
 //! 1. Never takes from a queue below its guarantee, or with preemption disabled.

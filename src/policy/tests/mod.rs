@@ -1,5 +1,5 @@
 //! Scenario tests (the papers' worked behaviour, exact plans) and property tests (the
-//! invariants of ALGORITHMS.md for every policy).
+//! invariants of docs/algorithms.md for every policy).
 
 mod incremental;
 mod invariants;

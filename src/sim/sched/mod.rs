@@ -191,7 +191,7 @@ impl FromStr for QueueSpec {
     }
 }
 
-/// Every scheduler parameter, with the papers' defaults (ALGORITHMS.md). `None` means
+/// Every scheduler parameter, with the papers' defaults (docs/algorithms.md). `None` means
 /// "the trace family's value".
 #[derive(Clone, Debug, PartialEq)]
 pub struct SchedParams {
