@@ -22,7 +22,7 @@ done
 
 if [ -z "$bin_dir" ]; then
   (cd "$root" && cargo build --release --locked --bin preemptor --bin preemptor-workload)
-  bin_dir="$root/target/x86_64-unknown-linux-gnu/release"
+  bin_dir="$root/target/$(rustc --print host-tuple)/release"
 fi
 for b in preemptor preemptor-workload; do
   if [ ! -x "$bin_dir/$b" ]; then

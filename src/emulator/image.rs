@@ -28,7 +28,7 @@ pub enum ImageError {
         source: std::io::Error,
     },
     #[error(
-        "{path} is dynamically linked and cannot run in a FROM scratch image; build with the repository's .cargo/config.toml (static x86_64-unknown-linux-gnu target)"
+        "{path} is dynamically linked and cannot run in a FROM scratch image; build with the repository's .cargo/config.toml (a static build for the host's target)"
     )]
     NotStatic { path: PathBuf },
     #[error("{path} is not an x86-64 ELF executable")]
