@@ -123,7 +123,7 @@ pub async fn run_client_script(script: &str, arg: &str) -> serde_json::Value {
         .join(script);
     let arg = arg.to_string();
     let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(std::env::var("PYTHON").unwrap_or_else(|_| "python3".into()))
+        std::process::Command::new(crate::common::python())
             .arg(&script)
             .arg(&arg)
             .output()
@@ -134,7 +134,8 @@ pub async fn run_client_script(script: &str, arg: &str) -> serde_json::Value {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         !stderr.contains("No module named 'yarn_api_client'"),
-        "yarn-api-client is not installed: `python3 -m pip install yarn-api-client` (.ci/run does)"
+        "yarn-api-client is not installed for {}: bash .ci/run installs it in .venv and sets PYTHON",
+        crate::common::python()
     );
     assert!(output.status.success(), "client script failed:\n{stderr}");
     serde_json::from_slice(&output.stdout).expect("script prints JSON")

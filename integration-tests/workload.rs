@@ -46,7 +46,8 @@ fn checksum_line(stdout: &str) -> &str {
 fn tpch_answers_equal_duckdb_over_tpchgen_cli_data() {
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("integration-tests/python/tpch_duckdb.py");
-    let out = Command::new("python3")
+    let python = crate::common::python();
+    let out = Command::new(&python)
         .arg(&script)
         .args([
             "--workload",
@@ -58,13 +59,14 @@ fn tpch_answers_equal_duckdb_over_tpchgen_cli_data() {
             "7",
         ])
         .output()
-        .unwrap_or_else(|e| panic!("running python3 {}: {e}", script.display()));
+        .unwrap_or_else(|e| panic!("running {python} {}: {e}", script.display()));
     let stdout = String::from_utf8_lossy(&out.stdout);
     println!("{stdout}");
     assert!(
         out.status.success(),
         "the kernel's TPC-H answers differ from DuckDB's, or a tool is missing \
-         (python3 -m pip install duckdb tpchgen-cli==4.0.0):\n{stdout}\n{}",
+         ({python} lacks duckdb or tpchgen-cli==4.0.0; bash .ci/run installs them in .venv \
+         and sets PYTHON):\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(stdout.lines().filter(|l| l.starts_with("ok Q")).count(), 4);

@@ -31,6 +31,12 @@ pub async fn docker_or_skip(test: &str) -> Option<Docker> {
     }
 }
 
+/// The Python that runs the third-party client scripts: `$PYTHON` (`.ci/run` sets it to
+/// its venv's), else `python3` from PATH.
+pub fn python() -> String {
+    std::env::var("PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
 /// A name unique across tests and concurrent runs: prefix, pid, time and a counter.
 pub fn unique_name(prefix: &str) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);

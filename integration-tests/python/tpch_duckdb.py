@@ -26,7 +26,7 @@ try:
 except ImportError:
     sys.exit(
         "tpch_duckdb.py: the duckdb module is missing; "
-        "run `python3 -m pip install duckdb tpchgen-cli`"
+        "bash .ci/run installs it in .venv (or: pip install duckdb tpchgen-cli==4.0.0)"
     )
 
 TWO_PLACES = decimal.Decimal("0.01")
@@ -120,11 +120,14 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
 
-    tpchgen = shutil.which("tpchgen-cli")
+    # A venv's scripts sit beside its interpreter, on PATH or not.
+    tpchgen = shutil.which("tpchgen-cli", path=str(Path(sys.executable).parent)) or shutil.which(
+        "tpchgen-cli"
+    )
     if tpchgen is None:
         sys.exit(
             "tpch_duckdb.py: tpchgen-cli is not on PATH; "
-            "run `python3 -m pip install duckdb tpchgen-cli`"
+            "bash .ci/run installs it in .venv (or: pip install duckdb tpchgen-cli==4.0.0)"
         )
     failures = 0
     with tempfile.TemporaryDirectory(prefix="preemptor-tpch-") as tmp:
