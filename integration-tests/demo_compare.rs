@@ -53,11 +53,13 @@ async fn graceful_and_immediate_cut_short_job_queueing_and_kill_reruns_killed_wo
         // Long tasks must outlast the reclaim latency by far, on a quiet machine as on a
         // busy one, or short jobs rarely wait under none either (CI, quiet, once saw none's
         // p95 at 3.5 s with 2% inputs). Debug-built kernels differ in speed by 10x against
-        // release, so only wordcount runs: 10% of its input is 6-13 CPU-seconds, 25-50 s at
-        // a quarter CPU. The drain is long enough for a loaded machine (one CI machine
-        // took 333 s for a long job under none, and a preempted one did not finish in
-        // 300 s); it ends when the last job does.
-        long_scale: 0.1,
+        // release, so only wordcount runs. The long tasks' length sets the test's time
+        // (two waves of them per policy): at 10% of its input, a 2-core CI machine took
+        // 1,007 s for the test, with none's short p95 queueing at 111 s against 1.9 s
+        // under graceful (58x where 4x is asked). 5% halves the tasks and keeps that gap
+        // wide. The drain is long enough for a loaded machine (one CI machine took 333 s
+        // for a long job under none at 10%); it ends when the last job does.
+        long_scale: 0.05,
         long_kernels: vec![Kernel::Wordcount],
         drain: Duration::from_secs(600),
         live: true,
