@@ -66,10 +66,10 @@ async fn burner(docker: &Docker, image: &TestImage, name: &str) -> TestContainer
 fn watch_quota(dirs: CgroupDirs, quota: u64, stop: Arc<AtomicBool>) -> Option<Instant> {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
-        if let Ok((Some(q), _)) = dirs.read_cpu_max() {
-            if q == quota {
-                return Some(Instant::now());
-            }
+        if let Ok((Some(q), _)) = dirs.read_cpu_max()
+            && q == quota
+        {
+            return Some(Instant::now());
         }
         std::thread::sleep(Duration::from_micros(50));
     }

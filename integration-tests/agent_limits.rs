@@ -376,10 +376,9 @@ async fn a_shrunk_container_that_swaps_is_frozen_then_killed() {
         if let Ok(Some(Ok(AgentEvent::Docker {
             container, kind, ..
         }))) = tokio::time::timeout(Duration::from_secs(5), events.next()).await
+            && container.to_string() == name
         {
-            if container.to_string() == name {
-                kinds.push(kind);
-            }
+            kinds.push(kind);
         }
     }
     assert!(

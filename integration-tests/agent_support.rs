@@ -404,10 +404,10 @@ impl Drop for SwapFile {
                 Err(e) => eprintln!("swapoff {}: {e}", self.path.display()),
             }
         }
-        if let Err(e) = std::fs::remove_file(&self.path) {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                eprintln!("removing {}: {e}", self.path.display());
-            }
+        if let Err(e) = std::fs::remove_file(&self.path)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            eprintln!("removing {}: {e}", self.path.display());
         }
     }
 }

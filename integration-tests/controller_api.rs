@@ -112,7 +112,12 @@ fn action(tag: &str, n: u64) -> ActionRecord {
     ActionRecord {
         at_ms: 1_795_000_000_000 + n,
         policy: "graceful".into(),
-        action: if n % 2 == 0 { "suspend" } else { "shrink" }.into(),
+        action: if n.is_multiple_of(2) {
+            "suspend"
+        } else {
+            "shrink"
+        }
+        .into(),
         container: Some(format!("container_{tag}_0001_01_{n:06}")),
         application: Some("application_1795000000000_0001".into()),
         queue: Some("root.long".into()),

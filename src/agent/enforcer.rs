@@ -1294,13 +1294,13 @@ impl Enforcer {
         if !insp.running {
             // The cgroup is gone with the process; put Docker's configuration back so a
             // restart would not come up throttled.
-            if record.path == WritePath::Docker {
-                if let Runtime::Live { docker, .. } = &self.runtime {
-                    docker
-                        .update_memory(&insp.docker_id, want.docker_memory, want.docker_memory_swap)
-                        .await?;
-                    docker.update_cpu(&insp.docker_id, want.docker_cpu).await?;
-                }
+            if record.path == WritePath::Docker
+                && let Runtime::Live { docker, .. } = &self.runtime
+            {
+                docker
+                    .update_memory(&insp.docker_id, want.docker_memory, want.docker_memory_swap)
+                    .await?;
+                docker.update_cpu(&insp.docker_id, want.docker_cpu).await?;
             }
             lock(&self.tracked).remove(&id);
             store_time += self.persist().await?;

@@ -67,13 +67,14 @@ impl Lease {
         if !(MIN_TIMEOUT..=MAX_TIMEOUT).contains(&timeout) {
             return Err(LeaseError::BadTimeout(timeout));
         }
-        if let Some(holder) = &self.holder {
-            if holder != controller && self.is_live(now) {
-                return Err(LeaseError::HeldByOther {
-                    holder: holder.clone(),
-                    remaining_ms: self.remaining(now).as_millis() as u64,
-                });
-            }
+        if let Some(holder) = &self.holder
+            && holder != controller
+            && self.is_live(now)
+        {
+            return Err(LeaseError::HeldByOther {
+                holder: holder.clone(),
+                remaining_ms: self.remaining(now).as_millis() as u64,
+            });
         }
         self.holder = Some(controller.to_string());
         self.timeout = timeout;

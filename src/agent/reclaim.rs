@@ -136,10 +136,10 @@ pub fn resident_private_vmas(smaps: &str) -> Vec<Vma> {
         let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) else {
             continue;
         };
-        if let Some(v) = current.take() {
-            if v.rss > 0 {
-                out.push(v);
-            }
+        if let Some(v) = current.take()
+            && v.rss > 0
+        {
+            out.push(v);
         }
         if perms == "rw-p" && b > a {
             current = Some(Vma {

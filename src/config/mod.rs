@@ -246,13 +246,13 @@ fn check_yarn_site(conf: &Configuration, warnings: &mut Vec<ConfigWarning>) {
         );
     }
     const SCHEDULER: &str = "yarn.resourcemanager.scheduler.class";
-    if let Some(class) = conf.get_raw(SCHEDULER) {
-        if class.trim() != CAPACITY_SCHEDULER_CLASS {
-            note(
-                SCHEDULER,
-                "the RM does not use the CapacityScheduler, so capacity-scheduler.xml (and Preemptor's queue model) does not describe it",
-            );
-        }
+    if let Some(class) = conf.get_raw(SCHEDULER)
+        && class.trim() != CAPACITY_SCHEDULER_CLASS
+    {
+        note(
+            SCHEDULER,
+            "the RM does not use the CapacityScheduler, so capacity-scheduler.xml (and Preemptor's queue model) does not describe it",
+        );
     }
 }
 

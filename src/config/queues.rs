@@ -1274,49 +1274,49 @@ impl Builder<'_> {
                 .maximum_capacity_location
                 .clone()
                 .or_else(|| caps.capacity_location.clone());
-            if let (Some(c), Some(m)) = (caps.absolute_capacity, caps.absolute_maximum_capacity) {
-                if m < c - EPSILON {
-                    self.queue_error(
-                        &q.path,
-                        location.clone(),
-                        QueueProblem::MaxBelowCapacity {
-                            label: owned_label.clone(),
-                            capacity: c,
-                            maximum: m,
-                        },
-                    );
-                }
+            if let (Some(c), Some(m)) = (caps.absolute_capacity, caps.absolute_maximum_capacity)
+                && m < c - EPSILON
+            {
+                self.queue_error(
+                    &q.path,
+                    location.clone(),
+                    QueueProblem::MaxBelowCapacity {
+                        label: owned_label.clone(),
+                        capacity: c,
+                        maximum: m,
+                    },
+                );
             }
             let parent_max = q
                 .parent
                 .and_then(|p| queues[p].partition(label))
                 .and_then(|p| p.maximum_capacity.absolute());
             let own_max = caps.maximum_capacity.absolute();
-            if let (Some(m), Some(pm)) = (own_max, parent_max) {
-                if !m.fits_in(&pm) {
-                    self.queue_error(
-                        &q.path,
-                        location.clone(),
-                        QueueProblem::MaxAboveParentMax {
-                            label: owned_label.clone(),
-                            maximum: m,
-                            parent: pm,
-                        },
-                    );
-                }
+            if let (Some(m), Some(pm)) = (own_max, parent_max)
+                && !m.fits_in(&pm)
+            {
+                self.queue_error(
+                    &q.path,
+                    location.clone(),
+                    QueueProblem::MaxAboveParentMax {
+                        label: owned_label.clone(),
+                        maximum: m,
+                        parent: pm,
+                    },
+                );
             }
-            if let (Some(min), Some(max)) = (caps.capacity.absolute(), own_max.or(parent_max)) {
-                if !min.fits_in(&max) {
-                    self.queue_error(
-                        &q.path,
-                        caps.capacity_location.clone(),
-                        QueueProblem::MinAboveMax {
-                            label: owned_label,
-                            minimum: min,
-                            maximum: max,
-                        },
-                    );
-                }
+            if let (Some(min), Some(max)) = (caps.capacity.absolute(), own_max.or(parent_max))
+                && !min.fits_in(&max)
+            {
+                self.queue_error(
+                    &q.path,
+                    caps.capacity_location.clone(),
+                    QueueProblem::MinAboveMax {
+                        label: owned_label,
+                        minimum: min,
+                        maximum: max,
+                    },
+                );
             }
         }
     }
@@ -1339,19 +1339,17 @@ impl Builder<'_> {
             let (path, suffix) = (&rest[..path_end], &rest[path_end + 1..]);
             let location = conf.location(key).cloned();
             if let Some(attr) = suffix.strip_prefix("preemptor.") {
-                if !PREEMPTOR_QUEUE_KEYS.contains(&suffix) {
-                    if let Some(location) = location {
-                        let suggestion = did_you_mean(
-                            attr,
-                            PREEMPTOR_QUEUE_KEYS.map(|k| &k["preemptor.".len()..]),
-                        )
-                        .map(|s| format!("{PREFIX}{path}.preemptor.{s}"));
-                        self.warnings.push(ConfigWarning::UnknownKey {
-                            key: key.to_string(),
-                            location,
-                            suggestion,
-                        });
-                    }
+                if !PREEMPTOR_QUEUE_KEYS.contains(&suffix)
+                    && let Some(location) = location
+                {
+                    let suggestion =
+                        did_you_mean(attr, PREEMPTOR_QUEUE_KEYS.map(|k| &k["preemptor.".len()..]))
+                            .map(|s| format!("{PREFIX}{path}.preemptor.{s}"));
+                    self.warnings.push(ConfigWarning::UnknownKey {
+                        key: key.to_string(),
+                        location,
+                        suggestion,
+                    });
                 }
                 continue;
             }
@@ -1577,7 +1575,11 @@ pub fn synthetic_capacity_scheduler_xml(queues: usize, depth: usize) -> String {
                 prop(&format!("{kid}.acl_submit_applications"), "*");
                 prop(
                     &format!("{kid}.preemptor.job-class"),
-                    if leaf_no % 2 == 0 { "short" } else { "long" },
+                    if leaf_no.is_multiple_of(2) {
+                        "short"
+                    } else {
+                        "long"
+                    },
                 );
             }
         }

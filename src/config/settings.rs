@@ -752,13 +752,13 @@ fn read_dice(r: &mut Reader<'_>, d: &DiceSettings) -> DiceSettings {
             parse_positive_duration_ms,
         ),
     };
-    if let Some(min) = dice.min_short_fraction {
-        if min + dice.max_short_extra_fraction > 1.0 {
-            r.cross_check(
-                &[MIN_SHORT, EXTRA],
-                "min-short-fraction plus max-short-extra-fraction cannot exceed 1 (the whole cluster)",
-            );
-        }
+    if let Some(min) = dice.min_short_fraction
+        && min + dice.max_short_extra_fraction > 1.0
+    {
+        r.cross_check(
+            &[MIN_SHORT, EXTRA],
+            "min-short-fraction plus max-short-extra-fraction cannot exceed 1 (the whole cluster)",
+        );
     }
     dice
 }

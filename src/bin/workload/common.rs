@@ -486,7 +486,7 @@ mod tests {
                 let r = group_items(items, chunk, groups, g);
                 assert_eq!((first, slice.len()), (r.start, r.len() * 2));
                 assert_eq!(r.start, next);
-                assert!(r.start % chunk == 0);
+                assert!(r.start.is_multiple_of(chunk));
                 next = r.end;
             }
             assert_eq!(next, items);

@@ -181,12 +181,12 @@ pub fn terasort(ctx: &Ctx<'_>, size_mb: u64, seed: u64) -> Result<TerasortResult
     let mut output = Vec::with_capacity(reducers);
     let mut previous: Option<SortKey> = None;
     for (keys, sum) in reduced {
-        if let (Some(p), Some(first)) = (previous, keys.first()) {
-            if p > *first {
-                return Err(KernelError::SelfCheck(
-                    "reducer ranges overlap: output is not totally ordered".into(),
-                ));
-            }
+        if let (Some(p), Some(first)) = (previous, keys.first())
+            && p > *first
+        {
+            return Err(KernelError::SelfCheck(
+                "reducer ranges overlap: output is not totally ordered".into(),
+            ));
         }
         previous = keys.last().copied().or(previous);
         checksum.write_u64(sum);
