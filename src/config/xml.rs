@@ -498,6 +498,9 @@ fn parse_document(
     };
     let mut reader = NsReader::from_str(text);
     reader.config_mut().expand_empty_elements = true;
+    // Hadoop's parser (Woodstox) refuses "--" inside a comment, as XML does: a file
+    // accepted here must also load in the ResourceManager.
+    reader.config_mut().check_comments = true;
     let mut stack: Vec<Frame> = Vec::new();
     let mut root_seen = false;
     loop {
@@ -1224,6 +1227,16 @@ mod tests {
             );
             assert!(e.to_string().starts_with("test.xml:1:"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_double_hyphen_in_a_comment_is_refused_as_hadoop_refuses_it() {
+        let e = err(
+            "<configuration>\n  <!-- check with: preemptor check-config --conf-dir x -->\n</configuration>",
+        );
+        assert!(matches!(e, ConfigError::Malformed { .. }), "{e:?}");
+        assert!(e.to_string().starts_with("test.xml:2:"), "{e}");
+        assert!(conf("<configuration><!-- a - b, -x --></configuration>").is_ok());
     }
 
     #[test]
