@@ -410,6 +410,7 @@ fn cluster_status() -> StatusReport {
         suspended: 1,
         shrunk: 1,
         reclaimed: Resource::new(6144, 2),
+        ..StatusReport::default()
     }
 }
 

@@ -218,6 +218,10 @@ pub struct ControllerSettings {
     /// `yarn.preemptor.proxy.routes`: `tag:<tag>=<queue>` or `type:<applicationType>=<queue>`
     /// rules, comma-separated, first match wins.
     pub routes: Vec<RouteRule>,
+    /// `yarn.preemptor.controller.submission-poll-interval-ms`: how often the RM's
+    /// submission counter is read between ticks, to see submissions made over RPC;
+    /// 0 turns it off.
+    pub submission_poll_ms: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -323,6 +327,7 @@ impl Default for PreemptorSettings {
                 token_file: PathBuf::from("/etc/preemptor/controller.token"),
                 proxy_listen: None,
                 routes: vec![],
+                submission_poll_ms: 250,
             },
             log: LogSettings {
                 format: LogFormat::Text,
@@ -632,6 +637,11 @@ fn read(r: &mut Reader<'_>) -> PreemptorSettings {
         routes: r.get("yarn.preemptor.proxy.routes", d.controller.routes, |s| {
             parse_list(s).iter().map(|rule| parse_route(rule)).collect()
         }),
+        submission_poll_ms: r.get(
+            "yarn.preemptor.controller.submission-poll-interval-ms",
+            d.controller.submission_poll_ms,
+            parse_duration_ms,
+        ),
     };
     let log = LogSettings {
         format: r.get("yarn.preemptor.log.format", d.log.format, |s| {

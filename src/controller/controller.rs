@@ -18,7 +18,9 @@ use tokio_util::task::TaskTracker;
 
 use super::agents::{Actuator, HttpAgents};
 use super::executor::{Executor, Trigger, unix_ms};
-use super::hub::{ContainerRow, Hub, NodeStatus, Outcome, QueueStatus, StatusReport, TickSummary};
+use super::hub::{
+    AppRow, ContainerRow, Hub, NodeStatus, Outcome, QueueStatus, StatusReport, TickSummary,
+};
 use super::view::{self, Memory};
 use crate::agent::api::{ActionRequest, AgentEvent, ContainerStatus};
 use crate::cluster::{ApplicationId, ClusterView, ContainerId, ContainerState, PolicyKind};
@@ -27,6 +29,7 @@ use crate::config::settings::PreemptorSettings;
 use crate::config::{ConfigErrors, LoadedConfig};
 use crate::policy::{self, Action, ActionKind, Before, PolicyState};
 use crate::resources::{Limits, Resource};
+use crate::yarn::dto::{AppInfo, YarnApplicationState};
 use crate::yarn::{RmClient, RmProxy, SubmissionSeen};
 
 /// How long open API connections may take to finish once the controller stops.
@@ -280,6 +283,13 @@ pub async fn start(config: ControllerConfig) -> Result<ControllerHandle, Control
     }
     // The loop keeps a sender so the channel stays open without a proxy.
     let (event_tx, event_rx) = mpsc::channel::<Instant>(256);
+    // One pending poll trigger is enough: the tick it starts lists every application.
+    let (poll_tx, poll_rx) = mpsc::channel::<Instant>(1);
+    if config.settings.controller.submission_poll_ms > 0 {
+        let every = Duration::from_millis(config.settings.controller.submission_poll_ms);
+        let (rm, c) = (rm.clone(), cancel.clone());
+        tracker.spawn(async move { poll_submissions(rm, every, poll_tx, c).await });
+    }
     let (cmd_tx, cmd_rx) = mpsc::channel::<Command>(64);
 
     let agents: Arc<Mutex<BTreeSet<String>>> = Arc::default();
@@ -319,10 +329,11 @@ pub async fn start(config: ControllerConfig) -> Result<ControllerHandle, Control
         cancel: cancel.clone(),
         tracker: tracker.clone(),
         last_statuses: HashMap::new(),
+        reported: HashSet::new(),
         _sub_tx: sub_tx,
     };
     let c = cancel.clone();
-    tracker.spawn(async move { lp.run(sub_rx, event_rx, cmd_rx, c).await });
+    tracker.spawn(async move { lp.run(sub_rx, event_rx, poll_rx, cmd_rx, c).await });
 
     Ok(ControllerHandle {
         hub,
@@ -399,6 +410,40 @@ async fn renew_leases(
     }
 }
 
+/// Reads the RM's `appsSubmitted` counter between ticks and asks for a tick when it
+/// moves: `hadoop jar` and `spark-submit` submit over RPC, which the proxy never sees.
+/// The counter moves just before the application is ACCEPTED, so the next poll asks
+/// once more in case the first tick came too early to list it.
+async fn poll_submissions(
+    rm: RmClient,
+    every: Duration,
+    tx: mpsc::Sender<Instant>,
+    cancel: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut last: Option<i64> = None;
+    let mut echo = false;
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        match rm.cluster_metrics().await {
+            Ok(m) => {
+                let n = m.value.apps_submitted;
+                let moved = last.is_some_and(|l| l != n);
+                last = Some(n);
+                if moved || std::mem::replace(&mut echo, moved) {
+                    let _ = tx.try_send(Instant::now());
+                }
+            }
+            // The ticks report an unreachable RM.
+            Err(e) => tracing::debug!(error = %e, "submission poll"),
+        }
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
@@ -423,6 +468,8 @@ struct Loop {
     /// Each agent's latest report and when it came: for shutdown, and to stand in for an
     /// agent that stops answering until its lease has run out.
     last_statuses: HashMap<String, (Vec<ContainerStatus>, Instant)>,
+    /// Skips and queue differences already warned about, while they last.
+    reported: HashSet<String>,
     _sub_tx: mpsc::Sender<SubmissionSeen>,
 }
 
@@ -431,6 +478,7 @@ impl Loop {
         mut self,
         mut submissions: mpsc::Receiver<SubmissionSeen>,
         mut events: mpsc::Receiver<Instant>,
+        mut polls: mpsc::Receiver<Instant>,
         mut commands: mpsc::Receiver<Command>,
         cancel: CancellationToken,
     ) {
@@ -446,6 +494,7 @@ impl Loop {
                     Trigger { kind: "submission", at }
                 }
                 Some(at) = events.recv() => Trigger { kind: "agent-event", at },
+                Some(at) = polls.recv() => Trigger { kind: "rm-submission", at },
                 Some(cmd) = commands.recv() => match cmd {
                     Command::Trigger(t) => t,
                     Command::Reload(loaded, done) => {
@@ -632,10 +681,21 @@ impl Loop {
                 return;
             }
         };
-        for s in &observation.skipped {
-            tracing::debug!(what = %s, "left out of the view");
+        self.report_once(now, &observation.skipped, &observation.queue_disagreements);
+        let seen_now = unix_ms();
+        for a in &observation.view.apps {
+            let proxy = self.memory.submitted.get(&a.id).copied();
+            let seen = self.memory.seen.entry(a.id).or_insert(seen_now);
+            if let Some(p) = proxy {
+                *seen = (*seen).min(p);
+            }
         }
-        let view = observation.view;
+        let view::Observation {
+            view,
+            skipped,
+            queue_source,
+            queue_disagreements,
+        } = observation;
 
         for (app, wait) in view::first_containers(&view, now) {
             if self.waited.insert(app) {
@@ -644,6 +704,7 @@ impl Loop {
         }
         let live: HashSet<ApplicationId> = view.apps.iter().map(|a| a.id).collect();
         self.waited.retain(|a| live.contains(a));
+        self.memory.seen.retain(|a, _| live.contains(a));
         // The proxy may report a submission before the RM lists it.
         self.memory
             .submitted
@@ -684,14 +745,19 @@ impl Loop {
         if let Some(secs) = held_for {
             self.hub.add_reclaimed(reclaimed_limits(&view), secs);
         }
-        self.hub.set_status(self.status(
+        let mut status = self.status(
             &view,
             &snapshot.active_rm,
             &node_agent,
             &unreachable,
             held,
             now,
-        ));
+        );
+        status.applications = self.app_rows(&view, &snapshot.apps);
+        status.queue_source = queue_source;
+        status.queue_disagreements = queue_disagreements;
+        status.skipped = skipped;
+        self.hub.set_status(status);
         self.finish_tick(trigger, started, done.actions, done.failed);
     }
 
@@ -703,6 +769,47 @@ impl Loop {
             actions,
             failed,
         });
+    }
+
+    /// Warns once about each new skip and each new difference between
+    /// capacity-scheduler.xml and the RM; `/api/v1/status` lists the current ones.
+    fn report_once(&mut self, now: u64, skipped: &[String], disagreements: &[String]) {
+        let current: HashSet<&String> = skipped.iter().chain(disagreements).collect();
+        self.reported.retain(|r| current.contains(r));
+        for s in skipped {
+            if self.reported.insert(s.clone()) {
+                self.hub.warn(now, format!("left out of the view: {s}"));
+            }
+        }
+        for d in disagreements {
+            if self.reported.insert(d.clone()) {
+                self.hub.warn(
+                    now,
+                    format!("capacity-scheduler.xml and the RM differ: {d}"),
+                );
+            }
+        }
+    }
+
+    fn app_rows(&self, view: &ClusterView, rm_apps: &[AppInfo]) -> Vec<AppRow> {
+        let rm: HashMap<&str, &AppInfo> = rm_apps.iter().map(|a| (a.id.trim(), a)).collect();
+        view.apps
+            .iter()
+            .map(|a| {
+                let id = a.id.to_string();
+                let info = rm.get(id.as_str());
+                AppRow {
+                    queue: view.queue(a.queue).path.clone(),
+                    class: a.class,
+                    state: info.map_or(YarnApplicationState::Running, |i| i.state),
+                    seen_at_ms: self.memory.seen.get(&a.id).copied().unwrap_or_default(),
+                    started_time_ms: info
+                        .and_then(|i| u64::try_from(i.started_time).ok())
+                        .unwrap_or_default(),
+                    id,
+                }
+            })
+            .collect()
     }
 
     /// Subscribes once to each agent's events; each one (bar the agent's reports of our
@@ -812,6 +919,7 @@ impl Loop {
             suspended: count(ContainerState::Suspended),
             shrunk: count(ContainerState::Shrunk),
             reclaimed: held,
+            ..StatusReport::default()
         }
     }
 

@@ -33,7 +33,8 @@ pub const MAX_RETRY_TICKS: u32 = 10;
 /// What made the controller tick, for the latency of the actions it leads to.
 #[derive(Clone, Copy, Debug)]
 pub struct Trigger {
-    /// `timer`, `submission`, `agent-event`, `manual`, `reload`, `shutdown`.
+    /// `timer`, `submission` (the proxy), `rm-submission` (the RM's submission counter),
+    /// `agent-event`, `manual`, `reload`, `shutdown`.
     pub kind: &'static str,
     pub at: Instant,
 }

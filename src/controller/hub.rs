@@ -8,8 +8,10 @@ use std::sync::{Arc, Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
+use super::live_queues::QueueSource;
 use crate::cluster::{ContainerState, JobClass, Partition};
 use crate::resources::{Limits, Resource};
+use crate::yarn::dto::YarnApplicationState;
 
 /// How an action ended.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,7 +55,7 @@ pub struct ActionRecord {
 #[serde(rename_all = "camelCase")]
 pub struct TickSummary {
     pub at_ms: u64,
-    /// `timer`, `submission`, `agent-event`, `reload`, `shutdown`.
+    /// `timer`, `submission`, `rm-submission`, `agent-event`, `manual`, `reload`, `shutdown`.
     pub trigger: String,
     pub duration_ms: f64,
     pub actions: usize,
@@ -145,6 +147,33 @@ pub struct StatusReport {
     pub shrunk: usize,
     /// Resources currently held back from long jobs.
     pub reclaimed: Resource,
+    /// Where the queue tree came from: the RM's scheduler, or capacity-scheduler.xml
+    /// when the RM listed no queue.
+    #[serde(default)]
+    pub queue_source: QueueSource,
+    /// Where capacity-scheduler.xml and the RM's live queues differ.
+    #[serde(default)]
+    pub queue_disagreements: Vec<String>,
+    /// RUNNING and ACCEPTED applications.
+    #[serde(default)]
+    pub applications: Vec<AppRow>,
+    /// Applications and containers the view could not place, and why.
+    #[serde(default)]
+    pub skipped: Vec<String>,
+}
+
+/// One application of `/api/v1/status`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AppRow {
+    pub id: String,
+    pub queue: String,
+    pub class: JobClass,
+    pub state: YarnApplicationState,
+    /// When the controller first saw the application: in a tick, or through the proxy.
+    pub seen_at_ms: u64,
+    /// The RM's `startedTime`, its submission time.
+    pub started_time_ms: u64,
 }
 
 /// A Prometheus histogram with fixed upper bounds.

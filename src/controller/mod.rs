@@ -16,6 +16,7 @@ pub mod dashboard;
 pub mod demo;
 pub mod executor;
 pub mod hub;
+pub mod live_queues;
 pub mod log;
 pub mod logs;
 pub mod metrics;

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::live_queues::{LiveQueues, QueueSource};
 use crate::agent::api::ContainerStatus;
 use crate::cluster::{
     App, AppIdx, ApplicationId, ClusterView, Container, ContainerId, ContainerState, JobClass,
@@ -31,6 +32,8 @@ pub struct Memory {
     pub pending_since: HashMap<ApplicationId, Millis>,
     /// Submissions the proxy saw, by application.
     pub submitted: HashMap<ApplicationId, Millis>,
+    /// When the controller first saw each live application.
+    pub seen: HashMap<ApplicationId, Millis>,
 }
 
 /// The inputs of one observation besides the snapshot.
@@ -47,11 +50,14 @@ pub struct Inputs<'a> {
 pub struct Observation {
     pub view: ClusterView,
     pub skipped: Vec<String>,
+    /// Where the queue tree came from, and how capacity-scheduler.xml differs from it.
+    pub queue_source: QueueSource,
+    pub queue_disagreements: Vec<String>,
 }
 
-/// Builds the view. Entities the rest of the view cannot place (an application in a
-/// queue the configuration does not know, a container on an unknown node) are left out
-/// and named in `skipped`; they never fail the tick.
+/// Builds the view. The queue tree is the RM's (see [`LiveQueues`]). Entities the rest
+/// of the view cannot place (an application in a queue the RM did not list, a container
+/// on an unknown node) are left out and named in `skipped`; they never fail the tick.
 pub fn build(
     snapshot: &RmSnapshot,
     inputs: &Inputs<'_>,
@@ -87,7 +93,7 @@ pub fn build(
     let capacity = nodes
         .iter()
         .fold(Resource::ZERO, |acc, n: &Node| acc + n.capacity);
-    let queues = inputs.queues.to_cluster_queues(capacity);
+    let live = LiveQueues::resolve(&snapshot.scheduler, inputs.queues, capacity);
 
     let mut apps = Vec::new();
     let mut app_index: HashMap<ApplicationId, AppIdx> = HashMap::new();
@@ -107,16 +113,16 @@ pub fn build(
         let Ok(id) = a.id.parse::<ApplicationId>() else {
             continue;
         };
-        let Some(q) = inputs.queues.index_of(a.queue.trim()) else {
+        let Some(q) = live.index_of(a.queue.trim()) else {
             skipped.push(format!(
-                "{id}: queue {:?} is not in capacity-scheduler.xml",
+                "{id}: queue {:?} is not in the RM's queue tree",
                 a.queue
             ));
             with_containers.remove(&id);
             continue;
         };
-        let queue = &inputs.queues.queues[q];
-        if !queue.is_leaf() {
+        let queue = &live.queues[q];
+        if !live.is_leaf(q) {
             skipped.push(format!("{id}: queue {} is not a leaf", queue.path));
             with_containers.remove(&id);
             continue;
@@ -203,8 +209,19 @@ pub fn build(
         });
     }
 
+    let LiveQueues {
+        queues,
+        source: queue_source,
+        disagreements: queue_disagreements,
+        ..
+    } = live;
     let view = ClusterView::new(queues, apps, nodes, containers)?;
-    Ok(Observation { view, skipped })
+    Ok(Observation {
+        view,
+        skipped,
+        queue_source,
+        queue_disagreements,
+    })
 }
 
 /// Nodes the scheduler places containers on. An empty state (a minimal RM) counts.
