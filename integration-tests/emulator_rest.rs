@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use preemptor::cluster::ContainerId;
-use preemptor::emulator::state::exit;
+use preemptor::emulator::state::{RmContainerState, exit};
 use preemptor::emulator::workload::WorkloadSpec;
 use preemptor::emulator::{Emulator, EmulatorConfig, EmulatorHandle, RuntimeChoice};
 use preemptor::resources::Resource;
@@ -130,16 +130,19 @@ async fn yarn_api_client_from_pypi_drives_every_endpoint() {
     );
     assert_eq!(h.inspect(|s| s.nodes[0].total), Resource::new(12288, 12));
 
-    // cluster_container_signal: the task was killed and rerun from scratch.
+    // cluster_container_signal: the task was killed and rerun from scratch; to MapReduce
+    // a SIGKILL (137) is a failed attempt, one of its 4.
     let signalled: ContainerId = out["signalled"].as_str().unwrap().parse().unwrap();
-    let (status, kills) = h.inspect(|s| {
+    let (status, kills, failures) = h.inspect(|s| {
+        let tasks = &s.apps[&id].tasks;
         (
             s.containers[&signalled].exit_status,
-            s.apps[&id].tasks.iter().map(|t| t.kills).sum::<u32>(),
+            tasks.iter().map(|t| t.kills).sum::<u32>(),
+            tasks.iter().map(|t| t.failures).sum::<u32>(),
         )
     });
     assert_eq!(status, exit::SIGKILL);
-    assert_eq!(kills, 1);
+    assert_eq!((kills, failures), (0, 1));
     let after: Vec<&str> = out["containers_after_signal"]
         .as_array()
         .unwrap()
@@ -177,6 +180,124 @@ async fn yarn_api_client_from_pypi_drives_every_endpoint() {
         h.inspect(|s| s.apps[&id].state),
         YarnApplicationState::Killed
     );
+    h.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_submission_runs_its_am_until_killed_or_its_lifetime_ends() {
+    let h = start_simulated(1).await;
+    let out = run_client_script("plain_app.py", h.rm_url()).await;
+
+    // RUNNING with the AM container it asked for, on a node, and nothing else.
+    let running = &out["running"];
+    assert_eq!(running["applicationType"], "YARN");
+    assert_eq!(running["allocatedMB"], 2048);
+    assert_eq!(running["allocatedVCores"], 2);
+    let listed = out["containers"]["containers"]["container"]
+        .as_array()
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    let am: ContainerId = listed[0]["containerId"].as_str().unwrap().parse().unwrap();
+    assert!(am.is_am());
+    assert_eq!(listed[0]["nodeId"], h.nodes()[0].id.to_string().as_str());
+    assert_eq!(
+        out["timeouts"]["timeouts"]["timeout"][0],
+        serde_json::json!({"type": "LIFETIME", "expiryTime": "UNLIMITED", "remainingTimeInSeconds": -1})
+    );
+    assert_eq!(out["still_running"]["state"], "RUNNING");
+    assert_eq!(out["still_running"]["runningContainers"], 1);
+
+    // Killed through PUT /state: KILLED, its AM released.
+    assert_eq!(out["killed"]["finalStatus"], "KILLED");
+    assert!(
+        out["killed"]["diagnostics"]
+            .as_str()
+            .unwrap()
+            .starts_with("Application killed by user."),
+        "{}",
+        out["killed"]
+    );
+    let app: preemptor::cluster::ApplicationId = out["app_id"].as_str().unwrap().parse().unwrap();
+    assert!(h.inspect(|s| !s.containers[&am].is_live() && s.apps[&app].is_final()));
+
+    // A LIFETIME set through PUT /timeout ends the other one as KILLED.
+    assert_eq!(out["lifetime_set"]["timeout"]["type"], "LIFETIME");
+    assert!(
+        out["lifetime"]["timeout"]["remainingTimeInSeconds"]
+            .as_i64()
+            .unwrap()
+            <= 2
+    );
+    assert_eq!(out["expired"]["finalStatus"], "KILLED");
+    assert!(
+        out["expired"]["diagnostics"]
+            .as_str()
+            .unwrap()
+            .starts_with(preemptor::emulator::state::LIFETIME_EXPIRED),
+        "{}",
+        out["expired"]
+    );
+    assert_eq!(h.inspect(|s| s.nodes[0].used), Resource::ZERO);
+    h.shutdown().await.unwrap();
+}
+
+/// FORCEFUL_SHUTDOWN through the RM ends a task with 137: a failed attempt, rerun until the
+/// fourth failure fails the MapReduce job, as `mapreduce.map.maxattempts`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mapreduce_task_signalled_four_times_fails_its_job() {
+    let h = start_simulated(1).await;
+    let rm = h.rm_url().to_string();
+    let wordcount = WorkloadSpec::parse(
+        r#"{"kernel":"wordcount","tasks":1,"memoryMb":1024,"vcores":1,"simulatedDurationMs":300000}"#,
+    )
+    .unwrap();
+    let app = submit(&rm, "wc", "long", &wordcount, AM).await;
+    let id: preemptor::cluster::ApplicationId = app.parse().unwrap();
+    let http = preemptor::tls::http_client_builder()
+        .build()
+        .expect("http client");
+    let task_of = |s: &preemptor::emulator::state::RmState| {
+        s.app_containers(id)
+            .iter()
+            .find(|c| !c.is_am() && c.state == RmContainerState::Running)
+            .map(|c| c.id)
+    };
+    for attempt in 1..=4u32 {
+        wait_until(&h, &format!("attempt {attempt} to run"), 15, |s| {
+            task_of(s).is_some()
+        })
+        .await;
+        let task = h.inspect(task_of).unwrap();
+        let r = http
+            .post(format!(
+                "{rm}/ws/v1/cluster/containers/{task}/signal/FORCEFUL_SHUTDOWN"
+            ))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+        wait_until(&h, &format!("attempt {attempt} to end"), 15, |s| {
+            !s.containers[&task].is_live()
+        })
+        .await;
+        assert_eq!(
+            h.inspect(|s| s.containers[&task].exit_status),
+            exit::SIGKILL
+        );
+    }
+    let app_json = get_json(&http, &format!("{rm}/ws/v1/cluster/apps/{app}")).await;
+    let a = &app_json["app"];
+    assert_eq!(a["state"], "FAILED", "{a}");
+    assert_eq!(a["finalStatus"], "FAILED");
+    assert_eq!(a["applicationType"], "MAPREDUCE");
+    let diagnostics = a["diagnostics"].as_str().unwrap();
+    assert!(
+        diagnostics.contains(&format!("Task failed task_{}_", h.cluster_timestamp()))
+            && diagnostics.contains("Job failed as tasks failed. failedMaps:1"),
+        "{diagnostics}"
+    );
+    let t = h.inspect(|s| s.apps[&id].tasks[0].clone());
+    assert_eq!((t.attempts, t.failures, t.kills), (4, 4, 0));
     h.shutdown().await.unwrap();
 }
 

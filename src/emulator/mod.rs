@@ -19,6 +19,7 @@ mod rm_api;
 pub mod runtime;
 pub mod state;
 pub mod stats;
+pub mod timeouts;
 pub mod views;
 pub mod workload;
 
@@ -39,6 +40,10 @@ use runtime::{
     ContainerRuntime, ContainerSignal, LaunchSpec, RuntimeError, RuntimeKind, SimulatedRuntime,
 };
 use state::{Launch, RmIdentity, RmState};
+
+/// How often application lifetimes are checked, as YARN's default
+/// yarn.resourcemanager.application-timeouts.monitor.interval-ms.
+pub const LIFETIME_MONITOR_INTERVAL: Duration = Duration::from_secs(3);
 
 /// Which container runtime the NodeManagers use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -173,6 +178,18 @@ impl Cluster {
         for l in launches {
             self.launch(l);
         }
+    }
+
+    /// Kills the applications whose lifetime has ended.
+    fn expire_lifetimes(self: &Arc<Self>) {
+        let to_stop = self.lock().expire_lifetimes(now_ms());
+        if !to_stop.is_empty() {
+            tracing::info!(
+                containers = to_stop.len(),
+                "stopping applications past their lifetime"
+            );
+        }
+        self.stop(to_stop, ContainerSignal::ForcefulShutdown);
     }
 
     fn launch(self: &Arc<Self>, l: Launch) {
@@ -535,6 +552,19 @@ impl Emulator {
                 }
             });
         }
+        // yarn.resourcemanager.application-timeouts.monitor.interval-ms.
+        let c = cancel.clone();
+        let cl = cluster.clone();
+        tracker.spawn(async move {
+            let mut tick = tokio::time::interval(LIFETIME_MONITOR_INTERVAL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = c.cancelled() => return,
+                    _ = tick.tick() => cl.expire_lifetimes(),
+                }
+            }
+        });
         tracing::info!(rm = %rm_local, nodes = nodes.len(), runtime = %cluster.runtime.kind(),
             "emulated YARN started");
         Ok(EmulatorHandle {

@@ -18,6 +18,10 @@ use crate::yarn::dto::{
 use super::rest::{Format, Reply, RestError, empty, json_body, query_pairs};
 use super::runtime::{ContainerSignal, RuntimeError};
 use super::state::{KillOutcome, RmError};
+use super::timeouts::{
+    AppTimeoutInfo, AppTimeoutList, AppTimeoutResponse, AppTimeoutsResponse, LIFETIME,
+    parse_iso8601,
+};
 use super::views::AppsFilter;
 use super::{Cluster, now_ms};
 
@@ -49,6 +53,15 @@ pub(crate) fn router(cluster: Arc<Cluster>) -> Router {
             get(app_state).put(put_app_state),
         )
         .route(&format!("{c}/apps/{{appid}}/queue"), get(app_queue))
+        .route(&format!("{c}/apps/{{appid}}/timeouts"), get(app_timeouts))
+        .route(
+            &format!("{c}/apps/{{appid}}/timeouts/{{type}}"),
+            get(app_timeout),
+        )
+        .route(
+            &format!("{c}/apps/{{appid}}/timeout"),
+            axum::routing::put(put_app_timeout),
+        )
         .route(&format!("{c}/nodes"), get(nodes))
         .route(&format!("{c}/nodes/{{nodeid}}"), get(node))
         .route(
@@ -366,6 +379,76 @@ async fn app_queue(State(c): Shared, headers: HeaderMap, Path(id): Path<String>)
         .queue_name
         .clone();
     Ok(Reply::ok(fmt, "appqueue", &AppQueueInfo { queue }).into_response())
+}
+
+fn lifetime_of(c: &Cluster, id: &str, fmt: Format) -> Result<AppTimeoutInfo, RestError> {
+    let s = c.lock();
+    let a = s.app_or_err(id).map_err(err(fmt))?;
+    Ok(AppTimeoutInfo::lifetime(
+        a.lifetime_expiry_ms,
+        a.is_final(),
+        now_ms(),
+    ))
+}
+
+fn check_timeout_type(t: &str, fmt: Format) -> Result<(), RestError> {
+    if t == LIFETIME {
+        return Ok(());
+    }
+    Err(RestError::bad_request(format!(
+        "No enum constant org.apache.hadoop.yarn.api.records.ApplicationTimeoutType.{t}"
+    ))
+    .into_format(fmt))
+}
+
+async fn app_timeouts(State(c): Shared, headers: HeaderMap, Path(id): Path<String>) -> RestResult {
+    let fmt = Format::from_headers(&headers);
+    let body = AppTimeoutsResponse {
+        timeouts: AppTimeoutList {
+            timeout: vec![lifetime_of(&c, &id, fmt)?],
+        },
+    };
+    Ok(Reply::ok(fmt, "timeouts", &body).into_response())
+}
+
+async fn app_timeout(
+    State(c): Shared,
+    headers: HeaderMap,
+    Path((id, kind)): Path<(String, String)>,
+) -> RestResult {
+    let fmt = Format::from_headers(&headers);
+    check_timeout_type(&kind, fmt)?;
+    let body = AppTimeoutResponse {
+        timeout: lifetime_of(&c, &id, fmt)?,
+    };
+    Ok(Reply::ok(fmt, "timeout", &body).into_response())
+}
+
+/// `{"timeout":{"type":"LIFETIME","expiryTime":"2016-12-05T22:51:00.104+0530"}}`: the
+/// application is killed at that time (RMAppLifetimeMonitor).
+async fn put_app_timeout(
+    State(c): Shared,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> RestResult {
+    let fmt = Format::from_headers(&headers);
+    let asked: AppTimeoutResponse = json_body(&headers, &body).map_err(|e| e.into_format(fmt))?;
+    let t = asked.timeout;
+    if t.timeout_type.is_empty() || t.expiry_time.is_empty() {
+        return Err(RestError::bad_request("Timeout type or ExpiryTime is null.").into_format(fmt));
+    }
+    check_timeout_type(&t.timeout_type, fmt)?;
+    let expiry =
+        parse_iso8601(&t.expiry_time).map_err(|e| RestError::bad_request(e).into_format(fmt))?;
+    c.lock()
+        .update_lifetime(&id, expiry, now_ms())
+        .map_err(err(fmt))?;
+    tracing::info!(app = %id, expiry = %t.expiry_time, "application lifetime set");
+    let body = AppTimeoutResponse {
+        timeout: lifetime_of(&c, &id, fmt)?,
+    };
+    Ok(Reply::ok(fmt, "timeout", &body).into_response())
 }
 
 async fn nodes(State(c): Shared, headers: HeaderMap, RawQuery(q): RawQuery) -> Response {

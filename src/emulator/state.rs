@@ -28,13 +28,17 @@ pub mod exit {
     pub const KILLED_BY_APPMASTER: i32 = -105;
     pub const KILLED_BY_RESOURCEMANAGER: i32 = -106;
     pub const KILLED_AFTER_APP_COMPLETION: i32 = -107;
-    /// 128 + SIGKILL.
+    pub const KILLED_BY_CONTAINER_SCHEDULER: i32 = -108;
+    /// 128 + SIGKILL: `docker kill`, FORCEFUL_SHUTDOWN.
     pub const SIGKILL: i32 = 137;
-    /// 128 + SIGTERM.
+    /// 128 + SIGTERM: GRACEFUL_SHUTDOWN.
     pub const SIGTERM: i32 = 143;
 
-    /// Killed rather than failed: MapReduce and Spark rerun such a task without counting
-    /// it against the task's attempt limit.
+    /// Killed rather than failed: the task runs again without the attempt counting
+    /// against its limit. MapReduce's RMContainerAllocator treats only ABORTED, PREEMPTED
+    /// and KILLED_BY_CONTAINER_SCHEDULER so; the -105..-107 kills follow a stop the AM or
+    /// RM asked for itself. A signal exit (137, 143) is a failed attempt, to MapReduce as
+    /// to Spark (an executor lost with `exitCausedByApp`).
     pub fn is_kill(code: i32) -> bool {
         matches!(
             code,
@@ -43,14 +47,20 @@ pub mod exit {
                 | KILLED_BY_APPMASTER
                 | KILLED_BY_RESOURCEMANAGER
                 | KILLED_AFTER_APP_COMPLETION
-                | SIGKILL
-                | SIGTERM
+                | KILLED_BY_CONTAINER_SCHEDULER
         )
     }
 }
 
 /// yarn.resourcemanager.max-completed-applications: finished applications kept.
 pub const MAX_COMPLETED_APPS: usize = 1000;
+
+/// What RMAppLifetimeMonitor says when an application outlives its LIFETIME timeout.
+pub const LIFETIME_EXPIRED: &str =
+    "Application is killed by ResourceManager as it has exceeded the lifetime period.";
+
+/// The application type YARN reports when a submission names none.
+pub const DEFAULT_APPLICATION_TYPE: &str = "YARN";
 
 /// Priority of AM requests and of task requests (MapReduce's map priority).
 pub const AM_PRIORITY: i32 = 0;
@@ -178,7 +188,10 @@ pub struct RmApp {
     pub am_resource: Resource,
     pub am_label: String,
     pub app_label: String,
+    /// `None` for a plain application: its AM idles until it is killed.
     pub workload: Option<Arc<WorkloadSpec>>,
+    /// The LIFETIME timeout (epoch ms), set through `PUT /apps/{id}/timeout`.
+    pub lifetime_expiry_ms: Option<u64>,
     pub tasks: Vec<Task>,
     pub pending: Vec<PendingRequest>,
     pub am_container: Option<ContainerId>,
@@ -390,18 +403,13 @@ impl RmState {
         if self.apps.contains_key(&id) {
             return Ok(id);
         }
-        let spec = WorkloadSpec::from_submission(ctx).map_err(|e| match e {
-            WorkloadError::Missing | WorkloadError::Invalid(_) => {
-                RmError::BadRequest(e.to_string())
-            }
-        })?;
+        let spec = WorkloadSpec::from_submission(ctx)
+            .map_err(|e: WorkloadError| RmError::BadRequest(e.to_string()))?;
         let min = self.identity.min_allocation;
         let max = self.identity.max_allocation;
         let am_resource = ctx.resource.to_resource().component_max(min);
-        for (what, r) in [
-            ("AM resource", am_resource),
-            ("task resource", spec.task_resource()),
-        ] {
+        let task_resource = spec.as_ref().map(|s| ("task resource", s.task_resource()));
+        for (what, r) in std::iter::once(("AM resource", am_resource)).chain(task_resource) {
             if !r.fits_in(&max) {
                 return Err(RmError::BadRequest(format!(
                     "Invalid resource request: {what} {r} exceeds the maximum allocation {max}"
@@ -465,10 +473,10 @@ impl RmState {
             user: user.to_string(),
             queue,
             queue_name: queue.map_or(queue_name, |q| self.tree.queues[q].name().to_string()),
-            application_type: if ctx.application_type.is_empty() {
-                spec.kernel.application_type().to_string()
-            } else {
-                ctx.application_type.clone()
+            application_type: match (ctx.application_type.trim(), &spec) {
+                ("", Some(spec)) => spec.kernel.application_type().to_string(),
+                ("", None) => DEFAULT_APPLICATION_TYPE.to_string(),
+                (t, _) => t.to_string(),
             },
             tags,
             priority: i32::try_from(ctx.priority).unwrap_or(0),
@@ -483,7 +491,8 @@ impl RmState {
             am_label,
             app_label,
             tasks: Vec::new(),
-            workload: Some(Arc::new(spec)),
+            workload: spec.map(Arc::new),
+            lifetime_expiry_ms: None,
             pending: Vec::new(),
             am_container: None,
             next_container: 1,
@@ -510,15 +519,26 @@ impl RmState {
     /// `PUT /apps/{id}/state {"state":"KILLED"}`.
     pub fn kill_app(&mut self, id: &str, now: u64) -> Result<KillOutcome, RmError> {
         let app_id = parse_app_id(id)?;
-        let app = self
-            .apps
-            .get_mut(&app_id)
-            .ok_or_else(|| not_found("app", id))?;
-        if app.is_final() {
-            return Ok(KillOutcome::Done(app.state));
+        if !self.apps.contains_key(&app_id) {
+            return Err(not_found("app", id));
         }
-        app.killing = true;
-        app.pending.clear();
+        Ok(self.kill(app_id, "Application killed by user.", now))
+    }
+
+    /// Starts a kill; `diagnostics` become the application's once it is KILLED.
+    fn kill(&mut self, app_id: ApplicationId, diagnostics: &str, now: u64) -> KillOutcome {
+        let Some(app) = self.apps.get_mut(&app_id) else {
+            return KillOutcome::Done(YarnApplicationState::Killed);
+        };
+        if app.is_final() {
+            return KillOutcome::Done(app.state);
+        }
+        // A second kill keeps the first one's reason.
+        if !app.killing {
+            app.killing = true;
+            app.pending.clear();
+            app.diagnostics = diagnostics.to_string();
+        }
         let current = app.state;
         let live = self.live_tasks(app_id);
         if live.is_empty() {
@@ -526,15 +546,55 @@ impl RmState {
                 app_id,
                 YarnApplicationState::Killed,
                 FinalApplicationStatus::Killed,
-                "Application killed by user.".into(),
+                String::new(),
                 now,
             );
-            return Ok(KillOutcome::Done(YarnApplicationState::Killed));
+            return KillOutcome::Done(YarnApplicationState::Killed);
         }
-        Ok(KillOutcome::Stopping {
+        KillOutcome::Stopping {
             current,
             containers: live,
-        })
+        }
+    }
+
+    /// `PUT /apps/{id}/timeout` with type LIFETIME: the application is killed at
+    /// `expiry_ms`. Returns the expiry set.
+    pub fn update_lifetime(&mut self, id: &str, expiry_ms: u64, now: u64) -> Result<u64, RmError> {
+        let app_id = parse_app_id(id)?;
+        let app = self
+            .apps
+            .get_mut(&app_id)
+            .ok_or_else(|| not_found("app", id))?;
+        if app.is_final() || app.killing {
+            return Err(RmError::BadRequest(format!(
+                "Application {id} is in {} state, its timeout cannot be updated",
+                app.state
+            )));
+        }
+        if expiry_ms <= now {
+            return Err(RmError::BadRequest(format!(
+                "Expire time is less than current time, current-time={now} expire-time={expiry_ms}"
+            )));
+        }
+        app.lifetime_expiry_ms = Some(expiry_ms);
+        Ok(expiry_ms)
+    }
+
+    /// RMAppLifetimeMonitor's round: kills every application past its lifetime. Returns
+    /// the task containers to stop.
+    pub fn expire_lifetimes(&mut self, now: u64) -> Vec<ContainerId> {
+        let expired: Vec<ApplicationId> = (self.apps.values())
+            .filter(|a| !a.is_final() && !a.killing)
+            .filter(|a| a.lifetime_expiry_ms.is_some_and(|e| e <= now))
+            .map(|a| a.id)
+            .collect();
+        let mut to_stop = Vec::new();
+        for id in expired {
+            if let KillOutcome::Stopping { containers, .. } = self.kill(id, LIFETIME_EXPIRED, now) {
+                to_stop.extend(containers);
+            }
+        }
+        to_stop
     }
 
     fn finish_app(
@@ -685,11 +745,12 @@ impl RmState {
         }
         if killing {
             if self.live_tasks(app_id).is_empty() {
+                // The kill's reason is in the diagnostics already.
                 self.finish_app(
                     app_id,
                     YarnApplicationState::Killed,
                     FinalApplicationStatus::Killed,
-                    "Application killed by user.".into(),
+                    String::new(),
                     now,
                 );
             }
@@ -700,6 +761,7 @@ impl RmState {
         };
         let max_attempts = app.workload.as_ref().map_or(1, |w| w.max_attempts);
         let label = app.app_label.clone();
+        let app_type = app.application_type.clone();
         let Some(state) = app.tasks.get_mut(t) else {
             return Vec::new();
         };
@@ -729,9 +791,13 @@ impl RmState {
         } else {
             state.failures += 1;
             if state.failures >= max_attempts {
-                let msg = format!(
-                    "Task {t} failed {} times (last exit status {exit_status}: {diagnostics}); the application fails",
-                    state.failures
+                let msg = task_failed_diagnostics(
+                    &app_type,
+                    app_id,
+                    t,
+                    state.failures,
+                    exit_status,
+                    &diagnostics,
                 );
                 let live = self.live_tasks(app_id);
                 self.finish_app(
@@ -1047,6 +1113,31 @@ impl RmState {
     }
 }
 
+/// The diagnostics a framework's AM leaves when a task has used up its attempts:
+/// MapReduce's JobImpl and Spark's DAGScheduler wording, a plain one for other types.
+fn task_failed_diagnostics(
+    app_type: &str,
+    app: ApplicationId,
+    task: usize,
+    failures: u32,
+    exit_status: i32,
+    diagnostics: &str,
+) -> String {
+    let last = format!("exit status {exit_status}: {diagnostics}");
+    if app_type.eq_ignore_ascii_case("MAPREDUCE") {
+        format!(
+            "Task failed task_{}_{:04}_m_{task:06}\nJob failed as tasks failed. failedMaps:1 failedReduces:0 killedMaps:0 killedReduces: 0\n(the last of {failures} attempts ended with {last})",
+            app.cluster_timestamp, app.id
+        )
+    } else if app_type.eq_ignore_ascii_case("SPARK") {
+        format!(
+            "Job aborted due to stage failure: Task {task} in stage 0.0 failed {failures} times, most recent failure: {last}"
+        )
+    } else {
+        format!("Task {task} failed {failures} times (last {last}); the application fails")
+    }
+}
+
 pub fn parse_app_id(id: &str) -> Result<ApplicationId, RmError> {
     id.parse()
         .map_err(|e: crate::cluster::IdError| RmError::BadRequest(e.to_string()))
@@ -1165,7 +1256,7 @@ pub(crate) mod tests {
         let l = s.heartbeat(0, TS).pop().unwrap();
         s.container_started(l.container, TS);
         s.container_progress(l.container, 0.9);
-        s.container_completed(l.container, exit::SIGKILL, "killed".into(), TS + 10);
+        s.container_completed(l.container, exit::PREEMPTED, "preempted".into(), TS + 10);
         let a = &s.apps[&app];
         assert_eq!(a.tasks[0].progress, 0.0);
         assert_eq!(a.tasks[0].kills, 1);
@@ -1191,12 +1282,170 @@ pub(crate) mod tests {
         assert_eq!(to_stop, vec![l[1].container]);
         let a = &s.apps[&app];
         assert_eq!(a.state, YarnApplicationState::Failed);
+        // A burn job is a MAPREDUCE application: MapReduce's wording.
         assert!(
-            a.diagnostics.contains("failed 2 times"),
+            a.diagnostics.starts_with(&format!(
+                "Task failed task_{TS}_0001_m_000000\nJob failed as tasks failed. failedMaps:1"
+            )),
             "{}",
             a.diagnostics
         );
         assert!(!s.containers[&a.am_container.unwrap()].is_live());
+    }
+
+    /// A MapReduce job of one task with YARN's default of 4 attempts.
+    fn mapreduce_job(s: &mut RmState) -> ApplicationId {
+        let id = s.new_application();
+        let spec =
+            WorkloadSpec::parse(r#"{"kernel":"wordcount","tasks":1,"memoryMb":1024,"vcores":1}"#)
+                .unwrap();
+        let ctx = spec.submission(
+            &id.to_string(),
+            "wc",
+            "long",
+            vec![],
+            Resource::new(1024, 1),
+        );
+        assert_eq!(ctx.application_type, "MAPREDUCE");
+        s.submit(&ctx, "alice", TS).unwrap()
+    }
+
+    #[test]
+    fn signal_exits_are_failed_attempts_and_preemptions_are_not() {
+        let mut s = state_with(1, Resource::new(8192, 8), two_queues());
+        let app = mapreduce_job(&mut s);
+        let mut task = s.heartbeat(0, TS).pop().unwrap().container;
+        // docker kill, GRACEFUL_SHUTDOWN, docker kill: three failed attempts, each retried.
+        for (i, code) in [exit::SIGKILL, exit::SIGTERM, exit::SIGKILL]
+            .into_iter()
+            .enumerate()
+        {
+            let now = TS + 10 * (i as u64 + 1);
+            assert!(
+                s.container_completed(task, code, "killed".into(), now)
+                    .is_empty()
+            );
+            assert_eq!(s.apps[&app].tasks[0].failures, i as u32 + 1);
+            task = s.heartbeat(0, now).pop().expect("retried").container;
+        }
+        // YARN's preemption and a lost NodeManager are kills: retried, not counted.
+        for code in [exit::PREEMPTED, exit::ABORTED] {
+            s.container_completed(task, code, String::new(), TS + 50);
+            task = s.heartbeat(0, TS + 50).pop().expect("retried").container;
+        }
+        let t = &s.apps[&app].tasks[0];
+        assert_eq!((t.attempts, t.failures, t.kills), (6, 3, 2));
+        assert_eq!(s.apps[&app].state, YarnApplicationState::Running);
+        // The fourth failure reaches mapreduce.map.maxattempts.
+        s.container_completed(
+            task,
+            exit::SIGKILL,
+            "Container killed on request. Exit code is 137".into(),
+            TS + 60,
+        );
+        let a = &s.apps[&app];
+        assert_eq!(a.state, YarnApplicationState::Failed);
+        assert_eq!(a.final_status, FinalApplicationStatus::Failed);
+        assert!(a.pending.is_empty());
+        assert!(
+            a.diagnostics
+                .contains("Job failed as tasks failed. failedMaps:1")
+                && a.diagnostics.contains("exit status 137"),
+            "{}",
+            a.diagnostics
+        );
+        assert_eq!(s.nodes[0].used, Resource::ZERO);
+    }
+
+    #[test]
+    fn a_plain_application_idles_in_its_am_until_killed() {
+        let mut s = state_with(1, Resource::new(8192, 8), two_queues());
+        let id = s.new_application();
+        let mut ctx = ApplicationSubmissionContext {
+            application_id: id.to_string(),
+            queue: "long".into(),
+            resource: crate::yarn::dto::ResourceInfo::from(Resource::new(2048, 2)),
+            ..Default::default()
+        };
+        ctx.am_container_spec.commands.command = vec!["sleep 600".into()];
+        let app = s.submit(&ctx, "bob", TS).unwrap();
+        assert_eq!(s.apps[&app].application_type, DEFAULT_APPLICATION_TYPE);
+        assert!(s.apps[&app].workload.is_none());
+        for t in 0..3 {
+            assert!(
+                s.heartbeat(0, TS + t * 1000).is_empty(),
+                "no task to launch"
+            );
+        }
+        let a = &s.apps[&app];
+        assert_eq!(a.state, YarnApplicationState::Running);
+        assert!(a.pending.is_empty() && a.tasks.is_empty());
+        assert_eq!(s.nodes[0].used, Resource::new(2048, 2));
+        assert_eq!(s.app_containers(app).len(), 1);
+        // The AM has no process: the kill is done at once.
+        assert_eq!(
+            s.kill_app(&app.to_string(), TS + 5000).unwrap(),
+            KillOutcome::Done(YarnApplicationState::Killed)
+        );
+        let a = &s.apps[&app];
+        assert_eq!(a.final_status, FinalApplicationStatus::Killed);
+        assert_eq!(a.diagnostics, "Application killed by user.");
+        assert_eq!(s.nodes[0].used, Resource::ZERO);
+        // A malformed workload is still refused.
+        let id = s.new_application();
+        ctx.application_id = id.to_string();
+        ctx.am_container_spec
+            .environment
+            .entry
+            .push(crate::yarn::dto::KeyValue {
+                key: super::super::workload::WORKLOAD_ENV.into(),
+                value: r#"{"kernel":"burn"}"#.into(),
+            });
+        let e = s.submit(&ctx, "bob", TS).unwrap_err();
+        assert!(
+            e.to_string().contains("PREEMPTOR_WORKLOAD is not valid"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_application_past_its_lifetime_is_killed() {
+        let mut s = state_with(1, Resource::new(8192, 8), two_queues());
+        let app = submit(&mut s, "long", 2, 1024, TS);
+        let id = app.to_string();
+        let l = s.heartbeat(0, TS);
+        assert!(matches!(
+            s.update_lifetime(&id, TS, TS + 1),
+            Err(RmError::BadRequest(m)) if m.contains("less than current time")
+        ));
+        assert!(matches!(
+            s.update_lifetime("application_1_0009", TS + 10, TS),
+            Err(RmError::NotFound(_))
+        ));
+        assert_eq!(s.update_lifetime(&id, TS + 10_000, TS + 1), Ok(TS + 10_000));
+        assert!(s.expire_lifetimes(TS + 9_999).is_empty());
+        let mut to_stop = s.expire_lifetimes(TS + 10_000);
+        to_stop.sort();
+        let mut tasks: Vec<ContainerId> = l.iter().map(|l| l.container).collect();
+        tasks.sort();
+        assert_eq!(to_stop, tasks);
+        assert!(
+            s.expire_lifetimes(TS + 11_000).is_empty(),
+            "stopping already"
+        );
+        for c in tasks {
+            s.container_completed(c, exit::SIGKILL, String::new(), TS + 12_000);
+        }
+        let a = &s.apps[&app];
+        assert_eq!(a.state, YarnApplicationState::Killed);
+        assert_eq!(a.diagnostics, LIFETIME_EXPIRED);
+        assert!(s.update_lifetime(&id, TS + 99_000, TS + 13_000).is_err());
+        // Nothing running: killed at the monitor's round itself.
+        let plain = submit(&mut s, "long", 1, 1024, TS);
+        s.update_lifetime(&plain.to_string(), TS + 20_000, TS)
+            .unwrap();
+        assert!(s.expire_lifetimes(TS + 20_000).is_empty());
+        assert_eq!(s.apps[&plain].state, YarnApplicationState::Killed);
     }
 
     #[test]
@@ -1381,8 +1630,12 @@ pub(crate) mod tests {
         assert!(e.to_string().contains("not issued"), "{e}");
         let id = s.new_application();
         ctx.application_id = id.to_string();
-        let e = s.submit(&ctx, "u", TS).unwrap_err();
-        assert!(e.to_string().contains("PREEMPTOR_WORKLOAD"), "{e}");
+        ctx.queue = "long".into();
+        // No PREEMPTOR_WORKLOAD: a plain application, run as any RM would.
+        let plain = s.submit(&ctx, "u", TS).unwrap();
+        assert_eq!(s.apps[&plain].state, YarnApplicationState::Accepted);
+        s.kill_app(&plain.to_string(), TS).unwrap();
+        let id = s.new_application();
         let spec =
             WorkloadSpec::parse(r#"{"kernel":"burn","tasks":1,"memoryMb":99999,"vcores":1}"#)
                 .unwrap();
@@ -1409,6 +1662,6 @@ pub(crate) mod tests {
         assert_eq!(s.apps[&app].tags, vec!["a"]);
         // The same id again is a no-op, as in YARN.
         assert_eq!(s.submit(&ctx, "u", TS).unwrap(), app);
-        assert_eq!(s.apps.len(), 1);
+        assert_eq!(s.apps.len(), 2, "the plain application and this one");
     }
 }

@@ -23,9 +23,11 @@ pub struct AppRecord {
     pub final_status: FinalApplicationStatus,
     /// Task attempts started, in all.
     pub attempts: u32,
-    /// Task attempts that ended killed (preempted, SIGKILL, ...) and were requested again.
+    /// Task attempts that ended killed (preempted, aborted) and were requested again
+    /// without counting against the task's attempt limit.
     pub killed: u32,
-    /// Task attempts that failed (counted against the task's attempt limit).
+    /// Task attempts that failed (counted against the task's attempt limit), among them
+    /// those ended by a signal (137 after `docker kill` or FORCEFUL_SHUTDOWN, 143).
     pub failed: u32,
 }
 
@@ -109,8 +111,13 @@ mod tests {
         assert_eq!(r[1].first_container_ms, None, "the node is full");
         assert_eq!(r[1].queueing_ms(), None);
 
-        // One long task killed: its room goes to the short app, then it runs again.
-        s.container_completed(launched[0].container, exit::SIGKILL, "k".into(), TS + 4000);
+        // One long task preempted: its room goes to the short app, then it runs again.
+        s.container_completed(
+            launched[0].container,
+            exit::PREEMPTED,
+            "k".into(),
+            TS + 4000,
+        );
         s.heartbeat(0, TS + 5000);
         for l in &launched[1..] {
             s.container_completed(l.container, exit::SUCCESS, String::new(), TS + 6000);

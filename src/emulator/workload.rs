@@ -11,6 +11,9 @@
 //! Optional: `maxAttempts` (failed attempts per task before the application fails,
 //! default 4 like `mapreduce.map.maxattempts`) and `simulatedDurationMs` (how long a task
 //! lasts under the simulated runtime; otherwise estimated from the kernel's size flags).
+//!
+//! An application without the entry is a plain YARN application: its AM is allocated and
+//! idles until the application is killed or its lifetime ends.
 
 use std::fmt;
 use std::str::FromStr;
@@ -113,10 +116,6 @@ pub struct WorkloadSpec {
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum WorkloadError {
-    #[error(
-        "the submission has no {WORKLOAD_ENV} entry in am-container-spec.environment; the emulator runs only applications that describe their tasks there (see docs/emulator.md)"
-    )]
-    Missing,
     #[error("{WORKLOAD_ENV} is not valid: {0}")]
     Invalid(String),
 }
@@ -133,13 +132,15 @@ impl WorkloadSpec {
         Ok(spec)
     }
 
-    pub fn from_submission(ctx: &ApplicationSubmissionContext) -> Result<Self, WorkloadError> {
-        let raw = ctx
-            .am_container_spec
+    /// The submission's tasks; `None` for a plain application without [`WORKLOAD_ENV`].
+    pub fn from_submission(
+        ctx: &ApplicationSubmissionContext,
+    ) -> Result<Option<Self>, WorkloadError> {
+        ctx.am_container_spec
             .environment
             .get(WORKLOAD_ENV)
-            .ok_or(WorkloadError::Missing)?;
-        Self::parse(raw)
+            .map(Self::parse)
+            .transpose()
     }
 
     fn validate(&self) -> Result<(), WorkloadError> {
@@ -464,7 +465,7 @@ mod tests {
             vec![],
             Resource::new(1024, 1),
         );
-        assert_eq!(WorkloadSpec::from_submission(&ctx).unwrap(), s);
+        assert_eq!(WorkloadSpec::from_submission(&ctx).unwrap(), Some(s));
     }
 
     #[test]
@@ -491,10 +492,17 @@ mod tests {
             let e = WorkloadSpec::parse(json).unwrap_err().to_string();
             assert!(e.contains(needle), "{json}: {e}");
         }
-        assert_eq!(
-            WorkloadSpec::from_submission(&ApplicationSubmissionContext::default()),
-            Err(WorkloadError::Missing)
-        );
+        // No entry is a plain application; a malformed one is still an error.
+        let mut ctx = ApplicationSubmissionContext::default();
+        assert_eq!(WorkloadSpec::from_submission(&ctx), Ok(None));
+        ctx.am_container_spec.environment.entry.push(KeyValue {
+            key: WORKLOAD_ENV.into(),
+            value: "{".into(),
+        });
+        assert!(matches!(
+            WorkloadSpec::from_submission(&ctx),
+            Err(WorkloadError::Invalid(_))
+        ));
     }
 
     #[test]

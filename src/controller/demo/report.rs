@@ -31,7 +31,9 @@ pub struct PolicySummary {
     pub long_completion_p90_ms: Option<u64>,
     /// Applications that ended FAILED, short or long.
     pub failed_jobs: usize,
-    /// Task attempts killed and requested again (the work redone).
+    /// Task attempts that ended killed (preempted, not counted) or failed (a kill's exit
+    /// 137 counts against the task's attempts, as in MapReduce): work redone, or lost
+    /// when its job fails.
     pub rerun_attempts: u32,
     /// Applied suspend, shrink and kill actions.
     pub preemptions: u64,
@@ -92,7 +94,7 @@ impl PolicySummary {
             long_completion_p50_ms: percentile(&long_done, 50.0),
             long_completion_p90_ms: percentile(&long_done, 90.0),
             failed_jobs: records.iter().filter(|r| r.failed_app()).count(),
-            rerun_attempts: records.iter().map(|r| r.killed).sum(),
+            rerun_attempts: records.iter().map(|r| r.killed + r.failed).sum(),
             preemptions: count(&metrics.actions),
             failed_actions: count(&metrics.failures),
             reclaimed_gb_seconds: metrics.reclaimed_mb_seconds / 1024.0,
@@ -230,12 +232,13 @@ mod tests {
 
     #[test]
     fn a_short_job_still_waiting_counts_with_its_wait_so_far() {
-        let records = [
+        let mut records = [
             rec(1, JobClass::Short, Some(2000), Some(4000)),
             rec(2, JobClass::Short, None, None),
             rec(3, JobClass::Long, Some(1000), Some(61_000)),
             rec(4, JobClass::Long, Some(1500), None),
         ];
+        records[3].failed = 2;
         let mut m = Metrics::default();
         m.actions.insert(("graceful".into(), "shrink".into()), 3);
         m.actions.insert(("graceful".into(), "resume".into()), 3);
@@ -252,7 +255,7 @@ mod tests {
         assert_eq!(s.short_completion_p95_ms, Some(3000));
         assert_eq!((s.long_submitted, s.long_finished), (2, 1));
         assert_eq!(s.long_completion_p90_ms, Some(60_000));
-        assert_eq!(s.rerun_attempts, 4);
+        assert_eq!(s.rerun_attempts, 6);
         assert_eq!(s.preemptions, 3);
         assert_eq!(s.failed_actions, 1);
         assert!((s.reclaimed_gb_seconds - 20.0).abs() < 1e-9);
