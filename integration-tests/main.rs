@@ -20,6 +20,7 @@ mod emulator_docker;
 mod emulator_remote;
 mod emulator_rest;
 mod emulator_support;
+mod hadoop_real;
 mod operator_scripts;
 mod proxy;
 mod rm_client;

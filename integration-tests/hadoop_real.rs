@@ -1,0 +1,516 @@
+//! Against a real Apache Hadoop YARN started by `deploy/hadoop/cluster.sh`: its
+//! ResourceManager and NodeManager JVMs, real MapReduce jobs submitted over RPC with
+//! `hadoop jar`, and the RM's node resource update.
+//!
+//! Without Java or Maven the tests print why and pass outside CI; under `CI=true` they
+//! fail. Every cluster gets its own work directory and ports, and `cluster.sh down` runs
+//! when the guard drops, even on failure.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use preemptor::cluster::NodeId;
+use preemptor::config::queues::QueueTree;
+use preemptor::config::settings::PreemptorSettings;
+use preemptor::controller::controller::{ControllerConfig, start};
+use preemptor::resources::Resource;
+use preemptor::yarn::RmClient;
+use preemptor::yarn::dto::{
+    AppInfo, ApplicationSubmissionContext, Commands, ContainerLaunchContext, ResourceInfo,
+};
+use serde_json::Value;
+
+const CLUSTER_SH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/hadoop/cluster.sh");
+const SHIPPED_QUEUES: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/hadoop-conf/capacity-scheduler.xml"
+);
+
+/// Queue names unlike the shipped file's (`short`, `long`), DRF so vcores count.
+const RM_QUEUES: &str = r#"<?xml version="1.0"?>
+<configuration>
+  <property><name>yarn.scheduler.capacity.resource-calculator</name>
+    <value>org.apache.hadoop.yarn.util.resource.DominantResourceCalculator</value></property>
+  <property><name>yarn.scheduler.capacity.maximum-am-resource-percent</name><value>1.0</value></property>
+  <property><name>yarn.scheduler.capacity.root.queues</name><value>interactive,batch</value></property>
+  <property><name>yarn.scheduler.capacity.root.interactive.capacity</name><value>40</value></property>
+  <property><name>yarn.scheduler.capacity.root.interactive.maximum-capacity</name><value>100</value></property>
+  <property><name>yarn.scheduler.capacity.root.batch.capacity</name><value>60</value></property>
+  <property><name>yarn.scheduler.capacity.root.batch.maximum-capacity</name><value>100</value></property>
+  <property><name>yarn.scheduler.capacity.root.batch.user-limit-factor</name><value>10</value></property>
+</configuration>
+"#;
+
+fn ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// Whether Java and Maven are there; under CI their absence is a failure.
+fn hadoop_tools_or_skip(test: &str) -> bool {
+    let missing: Vec<&str> = ["java", "mvn"]
+        .into_iter()
+        .filter(|tool| {
+            Command::new(tool)
+                .arg("-version")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .map_or(true, |s| !s.success())
+        })
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    if ci() {
+        panic!("{test}: real Hadoop needs {missing:?} under CI=true");
+    }
+    eprintln!("SKIPPED {test}: {missing:?} not found, no real Hadoop");
+    false
+}
+
+/// A running cluster; `cluster.sh down` when dropped.
+struct Hadoop {
+    work: PathBuf,
+    _dir: tempfile::TempDir,
+    rm: String,
+    examples_jar: String,
+}
+
+impl Hadoop {
+    /// `cluster.sh up` with the given capacity-scheduler.xml and options.
+    fn up(test: &str, capacity_scheduler: &str, args: &[&str]) -> Option<Hadoop> {
+        if !hadoop_tools_or_skip(test) {
+            return None;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("preemptor-hadoop-test-")
+            .tempdir()
+            .expect("temp dir");
+        let conf = dir.path().join("conf-in");
+        std::fs::create_dir(&conf).expect("conf dir");
+        std::fs::write(conf.join("capacity-scheduler.xml"), capacity_scheduler)
+            .expect("capacity-scheduler.xml");
+        let work = dir.path().join("work");
+        let mut h = Hadoop {
+            work,
+            _dir: dir,
+            rm: String::new(),
+            examples_jar: String::new(),
+        };
+        let out = h.up_again(&conf, args);
+        for line in out.lines() {
+            if let Some(v) = line.strip_prefix("RM_WEBAPP=") {
+                h.rm = unquote(v);
+            } else if let Some(v) = line.strip_prefix("HADOOP_EXAMPLES_JAR=") {
+                h.examples_jar = unquote(v);
+            }
+        }
+        assert!(h.rm.starts_with("http://"), "no RM_WEBAPP in {out:?}");
+        assert!(
+            Path::new(&h.examples_jar).is_file(),
+            "no examples jar in {out:?}"
+        );
+        Some(h)
+    }
+
+    /// `cluster.sh up` on this work directory; its stdout.
+    fn up_again(&self, conf: &Path, args: &[&str]) -> String {
+        let started = Instant::now();
+        let out = Command::new("bash")
+            .arg(CLUSTER_SH)
+            .args(["up", "--work-dir"])
+            .arg(&self.work)
+            .arg("--conf-dir")
+            .arg(conf)
+            .args(args)
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run cluster.sh up");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "cluster.sh up failed: {stdout}");
+        eprintln!("cluster.sh up: {:.1} s", started.elapsed().as_secs_f64());
+        stdout
+    }
+
+    fn down(&self) -> std::process::Output {
+        Command::new("bash")
+            .arg(CLUSTER_SH)
+            .args(["down", "--work-dir"])
+            .arg(&self.work)
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run cluster.sh down")
+    }
+
+    /// `cluster.sh hadoop|yarn ARGS...` against this cluster, not waited for.
+    fn tool(&self, tool: &str, args: &[&str]) -> Command {
+        let mut c = Command::new("bash");
+        c.arg(CLUSTER_SH)
+            .arg(tool)
+            .arg("--work-dir")
+            .arg(&self.work)
+            .args(args)
+            .stdin(Stdio::null())
+            // Jobs write relative paths (pi's QuasiMonteCarlo_*) under the local file
+            // system's working directory: keep them in the test's directory.
+            .current_dir(self.work.parent().unwrap_or(&self.work));
+        c
+    }
+
+    fn client(&self) -> RmClient {
+        let mut s = PreemptorSettings::default().rm;
+        s.addresses = vec![self.rm.clone()];
+        s.user_name = Some("preemptor".into());
+        RmClient::new(&s).expect("RM client")
+    }
+}
+
+impl Drop for Hadoop {
+    fn drop(&mut self) {
+        let out = self.down();
+        if !out.status.success() {
+            eprintln!(
+                "cluster.sh down failed: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+    }
+}
+
+fn unquote(v: &str) -> String {
+    v.trim().trim_matches(|c| c == '\'' || c == '"').to_string()
+}
+
+/// Processes whose command line names `dir`.
+fn processes_naming(dir: &Path) -> Vec<String> {
+    let needle = dir.to_string_lossy().into_owned();
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(&needle) {
+                found.push(format!("{name}: {cmd}"));
+            }
+        }
+    }
+    found
+}
+
+async fn get_json(url: &str, token: Option<&str>) -> Value {
+    let http = preemptor::tls::http_client_builder()
+        .build()
+        .expect("HTTP client");
+    let mut req = http.get(url);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let resp = req
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    assert!(resp.status().is_success(), "GET {url}: {}", resp.status());
+    resp.json()
+        .await
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"))
+}
+
+async fn wait_for<T, F, Fut>(what: &str, limit: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A free loopback port nobody listens on: the agents the controller would call.
+fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+/// Percentile by nearest rank.
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+#[test]
+fn cluster_sh_up_down_leaves_no_jvm_and_a_second_up_works() {
+    let test = "cluster_sh_up_down_leaves_no_jvm_and_a_second_up_works";
+    let Some(h) = Hadoop::up(test, RM_QUEUES, &["--nodes", "2"]) else {
+        return;
+    };
+    let status = h.tool("status", &[]).output().expect("cluster.sh status");
+    assert!(status.status.success(), "status: {status:?}");
+    let down = h.down();
+    assert!(down.status.success(), "down: {down:?}");
+    let left = processes_naming(&h.work);
+    assert!(left.is_empty(), "left behind after down: {left:?}");
+
+    let conf = h.work.parent().expect("parent").join("conf-in");
+    let out = h.up_again(&conf, &["--nodes", "2"]);
+    assert!(out.contains("RM_WEBAPP="), "second up: {out}");
+    let rm = out
+        .lines()
+        .find_map(|l| l.strip_prefix("RM_WEBAPP="))
+        .map(unquote)
+        .expect("RM_WEBAPP");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let nodes = rt.block_on(get_json(&format!("{rm}/ws/v1/cluster/nodes"), None));
+    let running = nodes["nodes"]["node"]
+        .as_array()
+        .map_or(0, |l| l.iter().filter(|n| n["state"] == "RUNNING").count());
+    assert_eq!(running, 2, "{nodes}");
+}
+
+/// The controller, observe-only, pointed at an RM whose queues differ from its copy of
+/// capacity-scheduler.xml, shows the RM's queues and sees `hadoop jar` submissions
+/// within 1 s of their `startedTime`.
+#[test]
+fn the_controller_follows_the_real_rm_queues_and_rpc_submissions() {
+    let test = "the_controller_follows_the_real_rm_queues_and_rpc_submissions";
+    let Some(h) = Hadoop::up(
+        test,
+        RM_QUEUES,
+        &[
+            "--nodes",
+            "1",
+            "--node-memory-mb",
+            "8192",
+            "--node-vcores",
+            "4",
+        ],
+    ) else {
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let mut conf = preemptor::config::xml::Configuration::new();
+        conf.add_file(SHIPPED_QUEUES).expect("shipped file");
+        let file = QueueTree::from_conf(&conf).expect("shipped queues");
+        let mut settings = PreemptorSettings::default();
+        settings.rm.addresses = vec![h.rm.clone()];
+        settings.policy.observe_only = true;
+        settings.agent.port = closed_port();
+        let config = ControllerConfig {
+            settings,
+            queues: file,
+            conf_dir: None,
+            agent_token: "agent-token".into(),
+            api_token: b"api-token".to_vec(),
+            api_listen: Some("127.0.0.1:0".parse().expect("addr")),
+            proxy_listen: None,
+            actuator: None,
+        };
+        let controller = start(config).await.expect("controller starts");
+        let api = controller.api_url().expect("api url");
+        let status_url = format!("{api}/api/v1/status");
+
+        let status = wait_for("a status with queues", Duration::from_secs(30), || async {
+            let s = get_json(&status_url, Some("api-token")).await;
+            (s["rmReachable"] == true && s["queues"].as_array().is_some_and(|q| !q.is_empty()))
+                .then_some(s)
+        })
+        .await;
+        let paths: Vec<&str> = status["queues"]
+            .as_array()
+            .expect("queues")
+            .iter()
+            .filter_map(|q| q["path"].as_str())
+            .collect();
+        assert_eq!(
+            paths,
+            ["root", "root.interactive", "root.batch"],
+            "{status}"
+        );
+        assert_eq!(status["queueSource"], "resource-manager");
+        let disagreements = status["queueDisagreements"].to_string();
+        for q in ["root.short", "root.long", "root.interactive", "root.batch"] {
+            assert!(disagreements.contains(q), "{q} not named: {disagreements}");
+        }
+        let batch = &status["queues"][2];
+        assert_eq!(batch["guaranteed"]["memoryMb"], 8192 * 60 / 100, "{batch}");
+
+        // Ten real MapReduce jobs over RPC; each is killed once it was seen.
+        let rm = h.client();
+        let mut lags = Vec::new();
+        let mut known: Vec<String> = Vec::new();
+        for _ in 0..10 {
+            let mut job = h
+                .tool(
+                    "hadoop",
+                    &[
+                        "jar",
+                        &h.examples_jar,
+                        "pi",
+                        "-Dmapreduce.job.queuename=batch",
+                        "1",
+                        "10",
+                    ],
+                )
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("hadoop jar");
+            // pi names its job itself: the application the RM did not list before.
+            let app: AppInfo = wait_for("the job on the RM", Duration::from_secs(60), || async {
+                let apps = rm.apps(&Default::default()).await.ok()?.value;
+                apps.into_iter().find(|a| !known.contains(&a.id))
+            })
+            .await;
+            known.push(app.id.clone());
+            let row = wait_for("the job in the status", Duration::from_secs(10), || async {
+                let s = get_json(&status_url, Some("api-token")).await;
+                s["applications"]
+                    .as_array()?
+                    .iter()
+                    .find(|a| a["id"] == app.id.as_str())
+                    .cloned()
+            })
+            .await;
+            let seen = row["seenAtMs"].as_u64().expect("seenAtMs");
+            let started = u64::try_from(app.started_time).expect("startedTime");
+            assert_eq!(row["queue"], "root.batch", "{row}");
+            assert_eq!(row["startedTimeMs"].as_u64(), Some(started), "{row}");
+            lags.push(seen.saturating_sub(started));
+            let id = app.id.parse().expect("application id");
+            rm.kill_app(&id).await.expect("kill the job");
+            let _ = job.kill();
+            let _ = job.wait();
+        }
+        let mut sorted = lags.clone();
+        sorted.sort_unstable();
+        eprintln!(
+            "RPC submission to /api/v1/status, ms: {lags:?}; p50 {} p95 {}",
+            percentile(&sorted, 50.0),
+            percentile(&sorted, 95.0)
+        );
+        assert!(
+            sorted.iter().all(|&l| l <= 1_000),
+            "a submission was seen later than 1 s after its startedTime: {lags:?}"
+        );
+        controller.shutdown(true).await.expect("controller stops");
+    });
+}
+
+/// Raising a node by 2 vcores lets the real capacity scheduler place a waiting
+/// short-queue container there; restoring the node gives back its configured size.
+#[test]
+fn a_raised_node_takes_a_waiting_container_and_is_restored_exactly() {
+    let test = "a_raised_node_takes_a_waiting_container_and_is_restored_exactly";
+    let Some(h) = Hadoop::up(
+        test,
+        RM_QUEUES,
+        &[
+            "--nodes",
+            "1",
+            "--node-memory-mb",
+            "8192",
+            "--node-vcores",
+            "2",
+        ],
+    ) else {
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let rm = h.client();
+        let node = rm.nodes().await.expect("nodes").value.remove(0);
+        let id = NodeId::new(node.id.trim());
+        let configured = node.total_resource.to_resource();
+        assert_eq!(configured, Resource::new(8192, 2), "{node:?}");
+
+        // A plain application whose AM holds both vcores, then a short one that waits.
+        let long = submit_sleeper(&rm, "batch", "preemptor-fill", 1024, 2).await;
+        wait_for("the long AM allocated", Duration::from_secs(60), || async {
+            let a = rm.app(&long).await.ok()?.value;
+            (a.allocated_vcores >= 2).then_some(())
+        })
+        .await;
+        let short = submit_sleeper(&rm, "interactive", "preemptor-short", 1024, 1).await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let waiting = rm.app(&short).await.expect("short app").value;
+        assert_eq!(waiting.allocated_vcores, 0, "{waiting:?}");
+
+        let raised = Resource::new(8192, 4);
+        let answer = rm
+            .update_node_resource(&id, raised, None)
+            .await
+            .expect("node resource update");
+        assert_eq!(answer.to_resource(), raised);
+        let placed_after = Instant::now();
+        wait_for("the short AM placed", Duration::from_secs(30), || async {
+            let a = rm.app(&short).await.ok()?.value;
+            (a.allocated_vcores >= 1).then_some(())
+        })
+        .await;
+        eprintln!(
+            "short container placed {:.2} s after the raise",
+            placed_after.elapsed().as_secs_f64()
+        );
+
+        rm.update_node_resource(&id, configured, None)
+            .await
+            .expect("restore");
+        let now = wait_for(
+            "the node back to its size",
+            Duration::from_secs(10),
+            || async {
+                let n = rm.node(&id).await.ok()?.value;
+                (n.total_resource.to_resource() == configured).then_some(n)
+            },
+        )
+        .await;
+        assert_eq!(now.total_resource.to_resource(), configured);
+        // With no over-commit timeout (-1) the RM keeps the over-committed containers.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        for app in [long, short] {
+            let a = rm.app(&app).await.expect("app").value;
+            assert!(!a.state.is_final(), "{app} ended: {a:?}");
+            rm.kill_app(&app).await.expect("kill");
+        }
+    });
+}
+
+/// Submits over REST an application whose AM only sleeps: it never registers, so it
+/// stays ACCEPTED while holding its container.
+async fn submit_sleeper(
+    rm: &RmClient,
+    queue: &str,
+    name: &str,
+    memory: i64,
+    vcores: i64,
+) -> preemptor::cluster::ApplicationId {
+    let new = rm.new_application().await.expect("new application");
+    let context = ApplicationSubmissionContext {
+        application_id: new.application_id.clone(),
+        application_name: name.into(),
+        queue: queue.into(),
+        am_container_spec: ContainerLaunchContext {
+            commands: Commands {
+                command: vec!["sleep 600".into()],
+            },
+            ..Default::default()
+        },
+        max_app_attempts: 1,
+        resource: ResourceInfo { memory, vcores },
+        application_type: "YARN".into(),
+        ..Default::default()
+    };
+    rm.submit_application(&context).await.expect("submit")
+}
