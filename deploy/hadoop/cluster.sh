@@ -65,6 +65,8 @@ Commands:
   status              what is running: pids, RM state, nodes; exit 0 when the RM and
                       every NodeManager answer, 1 when partly, 3 when nothing runs
   env                 print the assignments of 'up' again
+  jars                resolve the jars with Maven into the work dir and start nothing
+                      (what 'up' does first; .ci/run runs it as a step of its own)
   hadoop ARGS...      the hadoop command against the cluster: hadoop jar JAR ...,
                       hadoop fs ..., hadoop version, hadoop classpath, hadoop CLASS ...
   yarn ARGS...        the yarn command: application, applicationattempt, container,
@@ -620,6 +622,14 @@ wait_gone() {
 
 # ---------------------------------------------------------------- commands
 
+# Resolves the jars into the work dir (and ~/.m2) and starts nothing: a CI step of its own.
+cmd_jars() {
+  (($# == 0)) || die "jars takes no options (see --help)"
+  mkdir -p "$WORK/logs"
+  resolve_jars
+  log "jars of Hadoop $HADOOP_VERSION in $WORK/lib ($(find "$WORK/lib" -maxdepth 1 -name '*.jar' | wc -l) jars)"
+}
+
 cmd_up() {
   NODES=2 NODE_MEMORY_MB=4096 NODE_VCORES=4 CONF_DIR="$REPO_DIR/hadoop-conf"
   YARN_PREEMPTION=0 BASE_PORT="" TIMEOUT=180 DEFAULT_QUEUE="" SETTINGS=()
@@ -901,6 +911,7 @@ main() {
   }
   shift
   case "$cmd" in
+  jars) cmd_jars "$@" ;;
   up) cmd_up "$@" ;;
   down) cmd_down "$@" ;;
   status) cmd_status "$@" ;;
