@@ -25,12 +25,14 @@ use super::dto::{
     ApplicationSubmissionContext, AppsResponse, AttemptContainersResponse, CAPACITY_SCHEDULER_TYPE,
     ClusterInfo, ClusterInfoResponse, ClusterMetrics, ClusterMetricsResponse, ContainerInfo,
     NewApplication, NodeInfo, NodeLabelInfo, NodeLabelsInfo, NodeResponse, NodeToLabelsEntry,
-    NodeToLabelsEntryList, NodeToLabelsInfo, NodesResponse, QueueInfo, RemoteExceptionResponse,
-    ResourceInfo, ResourceInfoResponse, ResourceOptionInfo, SchedulerResponse,
-    SignalContainerCommand, YarnApplicationState,
+    NodeToLabelsEntryList, NodeToLabelsInfo, NodesResponse, QueueInfo, RemoteException,
+    RemoteExceptionResponse, ResourceInfo, ResourceInfoResponse, ResourceOptionInfo,
+    SchedulerResponse, SignalContainerCommand, YarnApplicationState,
 };
 use super::error::{Error, ProbeFailure, excerpt};
+use super::submission::BodyFormat;
 use super::tolerant::{Parsed, decode};
+use super::xml;
 use crate::cluster::{ApplicationAttemptId, ApplicationId, ContainerId, NodeId};
 use crate::config::settings::RmSettings;
 use crate::resources::Resource;
@@ -185,13 +187,12 @@ impl Call {
 enum Answer {
     Reply {
         status: StatusCode,
+        format: Option<BodyFormat>,
         body: Bytes,
     },
     /// A standby (or an RM that knows no active one): `location` is the active RM's URL
     /// when the standby named it.
-    Standby {
-        location: Option<String>,
-    },
+    Standby { location: Option<String> },
 }
 
 /// Why a send failed, deciding whether to try another RM.
@@ -210,6 +211,8 @@ struct Served {
     rm: usize,
     generation: u64,
     status: StatusCode,
+    /// `None`: neither JSON nor XML by its label (read as JSON, for the error).
+    format: Option<BodyFormat>,
     body: Bytes,
 }
 
@@ -521,11 +524,23 @@ impl RmClient {
         call: &Call,
         served: &Served,
     ) -> Result<Parsed<T>, Error> {
-        decode(&served.body, &call.describe()).map_err(|e| Error::NotJson {
-            method: call.method.to_string(),
-            url: self.shown_url(served.rm, call),
-            reason: format!("{e}; it starts {:?}", body_start(&served.body)),
-        })
+        let (method, url) = (call.method.to_string(), self.shown_url(served.rm, call));
+        let reason =
+            |e: &dyn std::fmt::Display| format!("{e}; it starts {:?}", body_start(&served.body));
+        match served.format {
+            Some(BodyFormat::Xml) => {
+                xml::decode(&served.body, &call.describe()).map_err(|e| Error::NotXml {
+                    method,
+                    url,
+                    reason: reason(&e),
+                })
+            }
+            _ => decode(&served.body, &call.describe()).map_err(|e| Error::NotJson {
+                method,
+                url,
+                reason: reason(&e),
+            }),
+        }
     }
 
     /// Like [`RmClient::execute`], turning a non-2xx answer into [`Error::Remote`].
@@ -534,8 +549,7 @@ impl RmClient {
         if served.status.is_success() {
             return Ok(served);
         }
-        let remote = serde_json::from_slice::<RemoteExceptionResponse>(&served.body)
-            .ok()
+        let remote = read_remote_exception(&served.body, served.format)
             .map(|r| r.remote_exception)
             .filter(|r| !r.exception.is_empty() || !r.message.is_empty())
             .map(Box::new);
@@ -555,11 +569,16 @@ impl RmClient {
         for _ in 0..=self.inner.rms.len() {
             let (rm, generation) = self.current().await?;
             match self.send(rm, call).await {
-                Ok(Answer::Reply { status, body }) => {
+                Ok(Answer::Reply {
+                    status,
+                    format,
+                    body,
+                }) => {
                     return Ok(Served {
                         rm,
                         generation,
                         status,
+                        format,
                         body,
                     });
                 }
@@ -644,7 +663,7 @@ impl RmClient {
             let location = header_str(resp.headers(), LOCATION);
             return Ok(Answer::Standby { location });
         }
-        let json = is_json(resp.headers());
+        let content_type = header_str(resp.headers(), CONTENT_TYPE);
         let limit = self.inner.max_response_bytes;
         let body = read_limited(resp, limit).await.map_err(|e| match e {
             ReadError::Http(e) => transport(e),
@@ -654,10 +673,15 @@ impl RmClient {
                 limit,
             }),
         })?;
-        if !json && looks_like_standby_page(&body) {
+        if may_be_standby_page(content_type.as_deref(), &body) {
             return Ok(Answer::Standby { location: None });
         }
-        Ok(Answer::Reply { status, body })
+        let format = body_format(content_type.as_deref(), &body);
+        Ok(Answer::Reply {
+            status,
+            format,
+            body,
+        })
     }
 
     fn url(&self, rm: usize, call: &Call) -> Url {
@@ -790,6 +814,7 @@ impl RmClient {
         if status == StatusCode::TEMPORARY_REDIRECT {
             return Err("standby (redirects)".into());
         }
+        let content_type = header_str(resp.headers(), CONTENT_TYPE);
         if !status.is_success() {
             return Err(format!("HTTP {status}"));
         }
@@ -797,12 +822,7 @@ impl RmClient {
             ReadError::Http(e) => describe_reqwest(&e),
             ReadError::TooLarge => "oversized /info answer".into(),
         })?;
-        if looks_like_standby_page(&body) {
-            return Err("standby".into());
-        }
-        let info = serde_json::from_slice::<ClusterInfoResponse>(&body)
-            .map_err(|e| format!("unreadable /info ({e})"))?;
-        Ok(info.cluster_info.ha_state.trim().to_string())
+        ha_state_of(content_type.as_deref(), &body)
     }
 
     pub(super) fn attempt_cache(
@@ -941,11 +961,65 @@ fn header_str(headers: &HeaderMap, name: reqwest::header::HeaderName) -> Option<
         .map(str::to_string)
 }
 
-fn is_json(headers: &HeaderMap) -> bool {
-    headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|t| t.to_ascii_lowercase().contains("json"))
+/// The format of an answer by its `Content-Type` (`application/json`; `application/xml`
+/// or `text/xml`, as Jersey, or a gateway such as Knox, may send even when JSON was
+/// asked for). Without a label, by its first character.
+fn body_format(content_type: Option<&str>, body: &[u8]) -> Option<BodyFormat> {
+    match content_type {
+        Some(t) => labelled_format(t),
+        None => match body.iter().find(|b| !b.is_ascii_whitespace()) {
+            Some(b'{') => Some(BodyFormat::Json),
+            Some(b'<') => Some(BodyFormat::Xml),
+            _ => None,
+        },
+    }
+}
+
+fn labelled_format(content_type: &str) -> Option<BodyFormat> {
+    let t = content_type.to_ascii_lowercase();
+    if t.contains("json") {
+        Some(BodyFormat::Json)
+    } else if t.contains("xml") {
+        Some(BodyFormat::Xml)
+    } else {
+        None
+    }
+}
+
+/// A standby's page is plain text; an answer labelled JSON or XML is taken at its word
+/// (its diagnostics may well mention an "active RM").
+fn may_be_standby_page(content_type: Option<&str>, body: &[u8]) -> bool {
+    content_type.and_then(labelled_format).is_none() && looks_like_standby_page(body)
+}
+
+/// The `haState` of an `/info` answer ("" when it has none), or why it is not one.
+fn ha_state_of(content_type: Option<&str>, body: &[u8]) -> Result<String, String> {
+    if may_be_standby_page(content_type, body) {
+        return Err("standby".into());
+    }
+    let info: ClusterInfoResponse = match body_format(content_type, body) {
+        Some(BodyFormat::Xml) => xml::decode(body, INFO_PATH)
+            .map(|p| p.value)
+            .map_err(|e| e.to_string()),
+        _ => serde_json::from_slice(body).map_err(|e| e.to_string()),
+    }
+    .map_err(|e| format!("unreadable /info ({e})"))?;
+    Ok(info.cluster_info.ha_state.trim().to_string())
+}
+
+/// YARN's `RemoteException` in an error answer, JSON or XML, if it holds one.
+fn read_remote_exception(
+    body: &[u8],
+    format: Option<BodyFormat>,
+) -> Option<RemoteExceptionResponse> {
+    match format {
+        Some(BodyFormat::Xml) => xml::to_value(body)
+            .ok()
+            .filter(|(root, _)| root == "RemoteException")
+            .and_then(|(_, v)| xml::read::<RemoteException>(&v).ok())
+            .map(|remote_exception| RemoteExceptionResponse { remote_exception }),
+        _ => serde_json::from_slice(body).ok(),
+    }
 }
 
 /// RMWebAppFilter's text when a standby cannot redirect: "This is standby RM. ...",
@@ -1070,5 +1144,132 @@ mod tests {
         ));
         assert!(!looks_like_standby_page(b"{\"apps\":null}"));
         assert!(is_standby_state("STANDBY") && !is_standby_state("ACTIVE"));
+    }
+
+    /// A stand-in RM that answers every path in XML, as a gateway may even when JSON
+    /// is asked for.
+    async fn xml_rm() -> (String, tokio::task::JoinHandle<()>) {
+        use axum::http::{HeaderValue, header};
+        use axum::response::IntoResponse;
+        let xml = |status: StatusCode, ctype: &'static str, body: &'static str| {
+            let mut r = (status, body).into_response();
+            r.headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
+            r
+        };
+        let app = axum::Router::new().fallback(move |uri: axum::http::Uri| async move {
+            match uri.path() {
+                "/ws/v1/cluster/info" => xml(
+                    StatusCode::OK,
+                    "application/xml",
+                    r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?><clusterInfo><id>1</id><haState>ACTIVE</haState></clusterInfo>"#,
+                ),
+                "/ws/v1/cluster/apps" => xml(
+                    StatusCode::OK,
+                    "text/xml; charset=utf-8",
+                    r#"<apps><app><id>application_1_0001</id><queue>short</queue><state>RUNNING</state>
+                      <diagnostics>no active RM was harmed</diagnostics><allocatedMB>1536</allocatedMB>
+                      <resourceRequests><priority>20</priority><capability><memory>1024</memory><vCores>1</vCores></capability><numContainers>2</numContainers></resourceRequests>
+                      </app></apps>"#,
+                ),
+                "/ws/v1/cluster/scheduler" => xml(
+                    StatusCode::OK,
+                    "application/xml",
+                    r#"<scheduler><schedulerInfo xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:type="capacityScheduler">
+                      <queueName>root</queueName><capacity>100.0</capacity><queues>
+                      <queue xsi:type="capacitySchedulerLeafQueueInfo"><queueName>short</queueName><capacity>25.0</capacity></queue>
+                      </queues></schedulerInfo></scheduler>"#,
+                ),
+                "/ws/v1/cluster/nodes/h1:8041/resource" => xml(
+                    StatusCode::OK,
+                    "application/xml",
+                    r#"<resourceInfo><memory>8192</memory><vCores>6</vCores></resourceInfo>"#,
+                ),
+                _ => xml(
+                    StatusCode::NOT_FOUND,
+                    "application/xml",
+                    r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?><RemoteException><exception>NotFoundException</exception><message>java.lang.Exception: app with id: application_1_0002 not found</message><javaClassName>org.apache.hadoop.yarn.webapp.NotFoundException</javaClassName></RemoteException>"#,
+                ),
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        (url, task)
+    }
+
+    #[tokio::test]
+    async fn xml_answers_read_as_json_ones_do() {
+        let (url, server) = xml_rm().await;
+        let c = RmClient::new(&settings(&[&url])).unwrap();
+        assert_eq!(c.active_rm().await.unwrap(), url);
+
+        let apps = c.apps(&AppsQuery::default()).await.unwrap();
+        assert!(apps.warnings.is_empty(), "{:?}", apps.warnings);
+        let app = &apps.value[0];
+        assert_eq!(
+            (app.id.as_str(), app.queue.as_str()),
+            ("application_1_0001", "short")
+        );
+        assert_eq!(app.state, YarnApplicationState::Running);
+        assert_eq!(app.allocated_mb, 1536);
+        let rr = app.resource_requests.as_deref().unwrap();
+        assert_eq!((rr[0].priority, rr[0].num_containers), (20, 2));
+        assert_eq!(rr[0].capability.to_resource(), Resource::new(1024, 1));
+
+        let root = c.scheduler().await.unwrap().value;
+        assert_eq!(root.kind.as_deref(), Some(CAPACITY_SCHEDULER_TYPE));
+        let short = &root.children()[0];
+        assert!(short.is_leaf());
+        assert_eq!((short.queue_name.as_str(), short.capacity), ("short", 25.0));
+
+        let total = c
+            .update_node_resource(&NodeId::new("h1:8041"), Resource::new(8192, 6), None)
+            .await
+            .unwrap();
+        assert_eq!(total.to_resource(), Resource::new(8192, 6));
+
+        let app: ApplicationId = "application_1_0002".parse().unwrap();
+        let e = c.app(&app).await.unwrap_err();
+        assert!(e.is_not_found(), "{e}");
+        let remote = e.remote_exception().expect("the XML RemoteException");
+        assert_eq!(remote.exception, "NotFoundException");
+        assert_eq!(
+            remote.java_class_name,
+            "org.apache.hadoop.yarn.webapp.NotFoundException"
+        );
+        server.abort();
+    }
+
+    #[test]
+    fn the_format_comes_from_the_label_or_the_first_character() {
+        let f = |ct: Option<&str>, body: &[u8]| body_format(ct, body);
+        assert_eq!(f(Some("application/json"), b"<x/>"), Some(BodyFormat::Json));
+        assert_eq!(f(Some("application/xml"), b"{}"), Some(BodyFormat::Xml));
+        assert_eq!(
+            f(Some("Text/XML; charset=UTF-8"), b""),
+            Some(BodyFormat::Xml)
+        );
+        assert_eq!(f(Some("text/plain"), b"<x/>"), None);
+        assert_eq!(f(None, b" \n<apps/>"), Some(BodyFormat::Xml));
+        assert_eq!(f(None, b"{\"apps\":null}"), Some(BodyFormat::Json));
+        assert_eq!(f(None, b"This is standby RM."), None);
+        let page = b"<html>This is standby RM. The redirect url is: /x</html>";
+        assert!(may_be_standby_page(None, page));
+        assert!(may_be_standby_page(Some("text/plain"), page));
+        assert!(!may_be_standby_page(Some("application/xml"), page));
+        let info = b"<clusterInfo><id>1</id><haState>STANDBY</haState></clusterInfo>";
+        assert_eq!(
+            ha_state_of(Some("text/xml"), info).as_deref(),
+            Ok("STANDBY")
+        );
+        assert_eq!(ha_state_of(None, info).as_deref(), Ok("STANDBY"));
+        let info = br#"{"clusterInfo":{"haState":"ACTIVE"}}"#;
+        assert_eq!(ha_state_of(None, info).as_deref(), Ok("ACTIVE"));
+        assert!(ha_state_of(Some("application/xml"), b"<clusterInfo>").is_err());
+        let r = read_remote_exception(b"<html><body>oops</body></html>", Some(BodyFormat::Xml));
+        assert_eq!(r, None);
     }
 }

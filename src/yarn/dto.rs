@@ -731,10 +731,43 @@ pub struct AppAttemptInfo {
     pub app_attempt_state: String,
 }
 
-collection!(
-    /// `/apps/{id}/appattempts/{attempt}/containers`.
-    AttemptContainersResponse { containers: AttemptContainers { container: ContainerInfo } }
-);
+/// `/apps/{id}/appattempts/{attempt}/containers`. Hadoop 3.5 prints its JSON without the
+/// root (`{"container":[..]}`), its XML and the documentation with it
+/// (`{"containers":{"container":[..]}}`): both are read, and written with the root.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AttemptContainersResponse {
+    pub containers: Option<AttemptContainers>,
+    /// The rootless form's list.
+    #[serde(
+        deserialize_with = "lenient::vec",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub container: Vec<ContainerInfo>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AttemptContainers {
+    #[serde(deserialize_with = "lenient::vec")]
+    pub container: Vec<ContainerInfo>,
+}
+
+impl AttemptContainersResponse {
+    /// Wraps a list, printing an empty one as null like YARN.
+    pub fn from_list(list: Vec<ContainerInfo>) -> Self {
+        AttemptContainersResponse {
+            containers: (!list.is_empty()).then_some(AttemptContainers { container: list }),
+            container: Vec::new(),
+        }
+    }
+
+    pub fn into_list(self) -> Vec<ContainerInfo> {
+        let mut list = self.containers.map(|w| w.container).unwrap_or_default();
+        list.extend(self.container);
+        list
+    }
+}
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -768,9 +801,36 @@ pub struct ContainerInfo {
     pub container_state: String,
     pub node_http_address: String,
     pub node_id: String,
-    #[serde(deserialize_with = "lenient::vec")]
+    #[serde(deserialize_with = "de_key_values")]
     pub allocated_resources: Vec<KeyValue>,
     pub diagnostics_info: String,
+}
+
+/// A Java `Map` as a list of `{"key","value"}`: JAXB's `{"entry":[..]}` (XML's
+/// `<entry><key>..</key><value>..</value></entry>`), Jersey 1's bare list, or a plain
+/// JSON object (`{"memory-mb":1536}`) as Jackson writes one.
+fn de_key_values<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<KeyValue>, D::Error> {
+    use serde::de::Error;
+    let mut v = Option::<serde_json::Value>::deserialize(d)?.unwrap_or_default();
+    if let serde_json::Value::Object(m) = &mut v
+        && m.len() == 1
+        && let Some(entries) = m.remove("entry")
+    {
+        v = entries;
+    }
+    match v {
+        serde_json::Value::Object(m) if !m.contains_key("key") => Ok(m
+            .into_iter()
+            .map(|(key, value)| KeyValue {
+                key,
+                value: match value {
+                    serde_json::Value::String(s) => s,
+                    other => other.to_string(),
+                },
+            })
+            .collect()),
+        other => lenient::vec(other).map_err(D::Error::custom),
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -1178,6 +1238,12 @@ mod tests {
         let r: AttemptContainersResponse = serde_json::from_str(j).unwrap();
         let c = &r.into_list()[0];
         assert_eq!(c.allocated_mb, 1536);
+        let entries = r#"{"allocatedResources":{"entry":[{"key":"memory-mb","value":"1536"},{"key":"vcores","value":"1"}]}}"#;
+        let plain = r#"{"allocatedResources":{"memory-mb":1536,"vcores":1}}"#;
+        for j in [entries, plain] {
+            let e: ContainerInfo = serde_json::from_str(j).unwrap();
+            assert_eq!(e.allocated_resources, c.allocated_resources, "{j}");
+        }
         assert_eq!(c.started_time, 1531405909444);
         assert_eq!(c.allocated_resources[1].value, "1");
     }

@@ -41,6 +41,13 @@ pub enum Error {
         url: String,
         reason: String,
     },
+    /// An answer labelled XML that is not well-formed XML.
+    #[error("{method} {url}: the answer is not readable XML ({reason})")]
+    NotXml {
+        method: String,
+        url: String,
+        reason: String,
+    },
     #[error(
         "{method} {url}: the answer is larger than {limit} bytes and was refused, not \
          buffered; raise yarn.preemptor.rm.max-response-mb if the cluster needs it"

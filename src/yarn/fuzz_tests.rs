@@ -1,8 +1,9 @@
-//! Fuzzing ResourceManager response parsing: arbitrary bytes and mutated copies of
-//! Hadoop's documented responses (`testdata/`) into every DTO the client, the emulator
-//! and the proxy read, and the parsed snapshot into the controller's view. Nothing may
-//! panic, and any valid JSON must parse (the tolerant reader's promise: only bytes that
-//! are not JSON at all are an error).
+//! Fuzzing ResourceManager response parsing: arbitrary bytes, XML-like text, and mutated
+//! copies of Hadoop's documented and captured responses (`testdata/`), as JSON and as
+//! XML, into every DTO the client, the emulator and the proxy read, and the parsed
+//! snapshot into the controller's view. Nothing may panic, and any valid JSON or
+//! well-formed XML must parse (the tolerant reader's promise: only bytes that are not
+//! JSON, or not XML, at all are an error).
 
 use std::collections::HashMap;
 
@@ -15,6 +16,7 @@ use super::dto::*;
 use super::snapshot::RmSnapshot;
 use super::submission;
 use super::tolerant::{Parsed, decode};
+use super::xml;
 use crate::config::queues::QueueTree;
 use crate::controller::view::{self, Inputs, Memory, Observation};
 
@@ -44,17 +46,43 @@ const FIXTURES: &[(&str, &str)] = fixtures!(
     "hadoop-3/node.json",
     "hadoop-3/nodes.json",
     "hadoop-3/scheduler-capacity.json",
+    "hadoop-3.5.0/appattempt-containers.json",
+    "hadoop-3.5.0/apps.json",
+    "hadoop-3.5.0/nodes.json",
+    "hadoop-3.5.0/scheduler-capacity.json",
 );
 
-/// `decode` as the client calls it; with `json`, valid JSON must parse.
+/// The real RM's XML answers, as captured.
+const XML_FIXTURES: &[(&str, &str)] = fixtures!(
+    "hadoop-3.5.0/appattempt-containers.xml",
+    "hadoop-3.5.0/apps.xml",
+    "hadoop-3.5.0/error-app-not-found.xml",
+    "hadoop-3.5.0/node-labels.xml",
+    "hadoop-3.5.0/node-resource-response.xml",
+    "hadoop-3.5.0/nodes.xml",
+    "hadoop-3.5.0/scheduler-capacity.xml",
+);
+
+#[derive(Clone, Copy, Debug)]
+enum Format {
+    Json,
+    Xml,
+}
+
+/// `decode` (or `xml::decode`) as the client calls it; a `valid` document must parse.
 fn read<T: DeserializeOwned + Default>(
     bytes: &[u8],
-    json: bool,
+    format: Format,
+    valid: bool,
 ) -> Result<Option<Parsed<T>>, TestCaseError> {
-    match decode::<T>(bytes, "GET /fuzz") {
+    let parsed = match format {
+        Format::Json => decode::<T>(bytes, "GET /fuzz").map_err(|e| e.to_string()),
+        Format::Xml => xml::decode::<T>(bytes, "GET /fuzz").map_err(|e| e.to_string()),
+    };
+    match parsed {
         Ok(p) => Ok(Some(p)),
-        Err(e) if json => Err(TestCaseError::fail(format!(
-            "{}: valid JSON refused: {e}",
+        Err(e) if valid => Err(TestCaseError::fail(format!(
+            "{}: valid {format:?} refused: {e}",
             std::any::type_name::<T>()
         ))),
         Err(_) => Ok(None),
@@ -67,17 +95,32 @@ fn visit(q: &QueueInfo) -> usize {
     1 + q.children().iter().map(visit).sum::<usize>()
 }
 
-/// Every reader of RM (and NM) responses and of the request bodies the emulator takes.
+/// Every reader of RM (and NM) responses, JSON and XML, and of the request bodies the
+/// emulator takes.
 fn parse_everything(bytes: &[u8]) -> Result<(), TestCaseError> {
     let json = serde_json::from_slice::<Value>(bytes).is_ok();
-    if let Some(p) = read::<ClusterInfoResponse>(bytes, json)? {
+    let well_formed = xml::to_value(bytes).is_ok();
+    for (format, valid) in [(Format::Json, json), (Format::Xml, well_formed)] {
+        parse_as(bytes, format, valid)?;
+    }
+    // The proxy reads client submissions, JSON or XML, and may rewrite their queue.
+    for ctype in [Some("application/json"), Some("application/xml"), None] {
+        if let Some((format, _)) = submission::read(bytes, ctype) {
+            let _ = submission::with_queue(bytes, format, "short");
+        }
+    }
+    Ok(())
+}
+
+fn parse_as(bytes: &[u8], format: Format, valid: bool) -> Result<(), TestCaseError> {
+    if let Some(p) = read::<ClusterInfoResponse>(bytes, format, valid)? {
         let _ = p.value.cluster_info.ha_state.trim();
     }
-    read::<ClusterMetricsResponse>(bytes, json)?;
-    if let Some(p) = read::<SchedulerResponse>(bytes, json)? {
+    read::<ClusterMetricsResponse>(bytes, format, valid)?;
+    if let Some(p) = read::<SchedulerResponse>(bytes, format, valid)? {
         visit(&p.value.scheduler.scheduler_info);
     }
-    if let Some(p) = read::<AppsResponse>(bytes, json)? {
+    if let Some(p) = read::<AppsResponse>(bytes, format, valid)? {
         for a in p.value.into_list() {
             let _ = a.tags().count();
             for r in a.resource_requests.iter().flatten() {
@@ -85,37 +128,31 @@ fn parse_everything(bytes: &[u8]) -> Result<(), TestCaseError> {
             }
         }
     }
-    read::<AppResponse>(bytes, json)?;
-    read::<AppAttemptsResponse>(bytes, json)?;
-    read::<AttemptContainersResponse>(bytes, json)?;
-    read::<ContainerResponse>(bytes, json)?;
-    if let Some(p) = read::<NodesResponse>(bytes, json)? {
+    read::<AppResponse>(bytes, format, valid)?;
+    read::<AppAttemptsResponse>(bytes, format, valid)?;
+    read::<AttemptContainersResponse>(bytes, format, valid)?;
+    read::<ContainerResponse>(bytes, format, valid)?;
+    if let Some(p) = read::<NodesResponse>(bytes, format, valid)? {
         for n in p.value.into_list() {
             let _ = n.total_resource.to_resource();
             let _ = n.used_resource.to_resource();
         }
     }
-    read::<NodeResponse>(bytes, json)?;
-    read::<NewApplication>(bytes, json)?;
-    read::<ResourceInfoResponse>(bytes, json)?;
-    read::<ResourceOptionInfo>(bytes, json)?;
-    read::<AppStateInfo>(bytes, json)?;
-    read::<AppQueueInfo>(bytes, json)?;
-    read::<ApplicationSubmissionContext>(bytes, json)?;
-    read::<NodeLabelsInfo>(bytes, json)?;
-    read::<NodeToLabelsInfo>(bytes, json)?;
-    read::<NodeToLabelsEntryList>(bytes, json)?;
-    read::<RemoteExceptionResponse>(bytes, json)?;
-    read::<NmNodeInfoResponse>(bytes, json)?;
-    read::<NmAppsResponse>(bytes, json)?;
-    read::<NmContainersResponse>(bytes, json)?;
-    read::<NmContainerResponse>(bytes, json)?;
-    // The proxy reads client submissions, JSON or XML, and may rewrite their queue.
-    for ctype in [Some("application/json"), Some("application/xml"), None] {
-        if let Some((format, _)) = submission::read(bytes, ctype) {
-            let _ = submission::with_queue(bytes, format, "short");
-        }
-    }
+    read::<NodeResponse>(bytes, format, valid)?;
+    read::<NewApplication>(bytes, format, valid)?;
+    read::<ResourceInfoResponse>(bytes, format, valid)?;
+    read::<ResourceOptionInfo>(bytes, format, valid)?;
+    read::<AppStateInfo>(bytes, format, valid)?;
+    read::<AppQueueInfo>(bytes, format, valid)?;
+    read::<ApplicationSubmissionContext>(bytes, format, valid)?;
+    read::<NodeLabelsInfo>(bytes, format, valid)?;
+    read::<NodeToLabelsInfo>(bytes, format, valid)?;
+    read::<NodeToLabelsEntryList>(bytes, format, valid)?;
+    read::<RemoteExceptionResponse>(bytes, format, valid)?;
+    read::<NmNodeInfoResponse>(bytes, format, valid)?;
+    read::<NmAppsResponse>(bytes, format, valid)?;
+    read::<NmContainersResponse>(bytes, format, valid)?;
+    read::<NmContainerResponse>(bytes, format, valid)?;
     Ok(())
 }
 
@@ -301,8 +338,8 @@ enum Bytes {
     Flipped(Index, u8),
 }
 
-fn bytes_of(doc: &Value, how: &Bytes) -> Vec<u8> {
-    let mut b = doc.to_string().into_bytes();
+fn bytes_of(doc: &Value, how: &Bytes, as_xml: bool) -> Vec<u8> {
+    let mut b = if as_xml { xml_of(doc) } else { doc.to_string() }.into_bytes();
     match how {
         Bytes::Whole => {}
         Bytes::Truncated(i) => b.truncate(i.index(b.len() + 1)),
@@ -316,6 +353,61 @@ fn bytes_of(doc: &Value, how: &Bytes) -> Vec<u8> {
     b
 }
 
+/// A document as the RM's XML: JAXB's layout, as the emulator serves it.
+fn xml_of(doc: &Value) -> String {
+    match doc {
+        Value::Object(m) if m.len() == 1 => {
+            let root = m.keys().next().map_or("doc", String::as_str);
+            crate::emulator::rest::to_xml(root, doc)
+        }
+        other => crate::emulator::rest::to_xml("doc", other),
+    }
+}
+
+/// XML-like text: tags, attributes, entities and text of YARN's documents, in any order.
+fn xml_like() -> impl Strategy<Value = Vec<u8>> {
+    let token = prop::sample::select(vec![
+        "<apps>",
+        "</apps>",
+        "<app>",
+        "</app>",
+        "<id>",
+        "</id>",
+        "<apps/>",
+        "<queue/>",
+        "<scheduler>",
+        "<schedulerInfo xsi:type=\"capacityScheduler\">",
+        "</schedulerInfo>",
+        "<queues>",
+        "</queues>",
+        "<queue xsi:type=\"capacitySchedulerLeafQueueInfo\">",
+        "</queue>",
+        "<capacity>",
+        "</capacity>",
+        "<RemoteException>",
+        "</RemoteException>",
+        "<?xml version=\"1.0\"?>",
+        "<!DOCTYPE x>",
+        "<!-- c -->",
+        "<![CDATA[<]]>",
+        "&amp;",
+        "&#65;",
+        "&#xFFFFFF;",
+        "&nope;",
+        "<",
+        ">",
+        "/>",
+        "=\"",
+        " a='1'",
+        "\u{0}",
+        "12",
+        "NaN",
+        "application_1_0001",
+        "  \n",
+    ]);
+    prop::collection::vec(token, 0..40).prop_map(|t| t.concat().into_bytes())
+}
+
 fn delivery() -> impl Strategy<Value = Bytes> {
     prop_oneof![
         6 => Just(Bytes::Whole),
@@ -326,8 +418,9 @@ fn delivery() -> impl Strategy<Value = Bytes> {
 
 /// Hadoop 3's documented responses, edited to describe one cluster (their examples come
 /// from different clusters): the first application RUNNING in `long` and owning the
-/// documented containers, the second ACCEPTED in `short`, the containers on the
-/// documented node. Mutations then start from a view with applications and containers.
+/// documented containers, the second ACCEPTED in `short`, both queues in the scheduler's
+/// tree, the containers on the documented node. Mutations then start from a view with
+/// applications and containers.
 fn coherent_docs() -> HashMap<&'static str, Value> {
     let mut docs: HashMap<&'static str, Value> = FIXTURES
         .iter()
@@ -348,6 +441,18 @@ fn coherent_docs() -> HashMap<&'static str, Value> {
     set(apps, "/apps/app/0/queue", "long".into());
     set(apps, "/apps/app/1/state", "ACCEPTED".into());
     set(apps, "/apps/app/1/queue", "root.short".into());
+    // The view takes applications only in the RM's own leaf queues: the documented
+    // tree's `a` and `b` become the shipped configuration's `short` and `long`.
+    let scheduler = "hadoop-3/scheduler-capacity.json";
+    for (i, name) in [(0, "short"), (1, "long")] {
+        let at = format!("/scheduler/schedulerInfo/queues/queue/{i}");
+        set(scheduler, &format!("{at}/queueName"), name.into());
+        set(
+            scheduler,
+            &format!("{at}/queuePath"),
+            format!("root.{name}").into(),
+        );
+    }
     let containers = "hadoop-3/appattempt-containers.json";
     for i in 0..4 {
         set(
@@ -366,8 +471,12 @@ fn build_view(
     queues: &QueueTree,
 ) -> Result<Option<Observation>, TestCaseError> {
     fn get<T: DeserializeOwned + Default>(docs: &HashMap<&str, Vec<u8>>, name: &str) -> T {
+        let xml_body = |b: &[u8]| b.iter().find(|c| !c.is_ascii_whitespace()) == Some(&b'<');
         docs.get(name)
-            .and_then(|b| decode::<T>(b, name).ok())
+            .and_then(|b| match xml_body(b) {
+                true => xml::decode::<T>(b, name).ok(),
+                false => decode::<T>(b, name).ok(),
+            })
             .map(|p| p.value)
             .unwrap_or_default()
     }
@@ -408,9 +517,25 @@ proptest! {
         bytes in prop_oneof![
             prop::collection::vec(any::<u8>(), 0..512),
             ".{0,200}".prop_map(String::into_bytes),
+            xml_like(),
         ],
     ) {
         parse_everything(&bytes)?;
+    }
+
+    #[test]
+    fn cut_or_flipped_real_xml_never_panics(which in any::<Index>(), how in delivery()) {
+        let text = XML_FIXTURES[which.index(XML_FIXTURES.len())].1;
+        let mut b = text.as_bytes().to_vec();
+        match how {
+            Bytes::Whole => {}
+            Bytes::Truncated(i) => b.truncate(i.index(b.len() + 1)),
+            Bytes::Flipped(i, x) => {
+                let n = i.index(b.len());
+                b[n] ^= x;
+            }
+        }
+        parse_everything(&b)?;
     }
 
     #[test]
@@ -418,6 +543,7 @@ proptest! {
         which in any::<Index>(),
         mutations in prop::collection::vec(mutation(), 1..6),
         how in delivery(),
+        as_xml in any::<bool>(),
     ) {
         let pool = strings();
         let docs = coherent_docs();
@@ -426,12 +552,12 @@ proptest! {
         for m in &mutations {
             apply(&mut doc, m, &pool);
         }
-        let bytes = bytes_of(&doc, &how);
+        let bytes = bytes_of(&doc, &how, as_xml);
         parse_everything(&bytes)?;
 
         let mut docs: HashMap<&str, Vec<u8>> = docs
             .iter()
-            .map(|(n, v)| (*n, v.to_string().into_bytes()))
+            .map(|(n, v)| (*n, bytes_of(v, &Bytes::Whole, as_xml)))
             .collect();
         docs.insert(name, bytes);
         let queues = crate::config::load_embedded_default()
@@ -456,4 +582,42 @@ fn the_edited_fixtures_build_a_view_with_apps_and_containers() {
     assert_eq!(obs.view.apps.len(), 2, "{:?}", obs.skipped);
     assert!(!obs.view.containers.is_empty(), "{:?}", obs.skipped);
     assert!(!obs.view.nodes.is_empty());
+}
+
+/// Each documented response, written as the RM's XML, reads as the same DTO as its JSON.
+#[test]
+fn documented_responses_read_the_same_from_xml() {
+    fn same<T: DeserializeOwned + Default + serde::Serialize>(name: &str) {
+        let json = FIXTURES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, t)| *t)
+            .unwrap_or_else(|| panic!("no fixture {name}"));
+        let doc: Value = serde_json::from_str(json).expect("fixture JSON");
+        let from_json = decode::<T>(json.as_bytes(), name).expect("JSON");
+        let xml = xml_of(&doc);
+        let from_xml = xml::decode::<T>(xml.as_bytes(), name).expect("XML");
+        assert!(
+            from_xml.warnings.is_empty(),
+            "{name}: {:?}",
+            from_xml.warnings
+        );
+        assert_eq!(
+            xml::comparable(&from_xml.value),
+            xml::comparable(&from_json.value),
+            "{name}\n{xml}"
+        );
+    }
+    for v in ["hadoop-2", "hadoop-3"] {
+        same::<ClusterInfoResponse>(&format!("{v}/cluster-info.json"));
+        same::<ClusterMetricsResponse>(&format!("{v}/cluster-metrics.json"));
+        same::<SchedulerResponse>(&format!("{v}/scheduler-capacity.json"));
+        same::<AppsResponse>(&format!("{v}/apps.json"));
+        same::<AppResponse>(&format!("{v}/app.json"));
+        same::<AppAttemptsResponse>(&format!("{v}/appattempts.json"));
+        same::<NodesResponse>(&format!("{v}/nodes.json"));
+        same::<NodeResponse>(&format!("{v}/node.json"));
+    }
+    same::<AttemptContainersResponse>("hadoop-3/appattempt-containers.json");
+    same::<ResourceInfoResponse>("hadoop-3/node-resource-response.json");
 }

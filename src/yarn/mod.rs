@@ -10,9 +10,12 @@ pub mod error;
 mod fuzz_tests;
 pub mod lenient;
 pub mod proxy;
+#[cfg(test)]
+mod real_rm_fixtures;
 pub mod snapshot;
 pub mod submission;
 pub mod tolerant;
+pub mod xml;
 
 pub use client::{AppsQuery, ClientStats, RmClient};
 pub use error::Error;

@@ -96,18 +96,27 @@ pub fn decode<T: DeserializeOwned + Default>(
 /// Enough for any real document; a bound so that a pathological one cannot spin.
 const MAX_REPAIRS: usize = 10_000;
 
+/// How a document value is read as `T`: serde_json's way, or the XML reader's
+/// ([`super::xml::read`]).
+pub type ReadFn<T> = fn(&Value) -> Result<T, serde_json::Error>;
+
 /// Reads `value` as `T`, removing every field that cannot be read (see the module doc).
-pub fn from_value<T: DeserializeOwned + Default>(mut value: Value, source: &str) -> Parsed<T> {
+pub fn from_value<T: DeserializeOwned + Default>(value: Value, source: &str) -> Parsed<T> {
+    from_value_with(value, source, |v| T::deserialize(v))
+}
+
+/// [`from_value`] with `read` deciding how a value reads as `T`.
+pub fn from_value_with<T: Default>(mut value: Value, source: &str, read: ReadFn<T>) -> Parsed<T> {
     let mut warnings = Vec::new();
     let mut removed = Removed::default();
     for _ in 0..MAX_REPAIRS {
-        let error = match T::deserialize(&value) {
+        let error = match read(&value) {
             Ok(v) => {
                 return Parsed { value: v, warnings };
             }
             Err(e) => e,
         };
-        let Some(path) = fault::<T>(&value) else {
+        let Some(path) = fault(&value, read) else {
             // No single member explains the failure; nothing sensible can be kept.
             warnings.push(warning(
                 source,
@@ -120,7 +129,7 @@ pub fn from_value<T: DeserializeOwned + Default>(mut value: Value, source: &str)
                 warnings,
             };
         };
-        let message = probe::<T>(&path, leaf(&value, &path)).unwrap_or(error);
+        let message = probe(&path, leaf(&value, &path), read).unwrap_or(error);
         let recovery = match path.last() {
             Some(Seg::Index(_)) => Recovery::ItemSkipped,
             Some(Seg::Key(_)) => Recovery::FieldDefaulted,
@@ -179,7 +188,7 @@ fn leaf<'a>(mut v: &'a Value, path: &[Seg]) -> &'a Value {
 
 /// `T` read from a document holding only `leaf` at `path` (a list holding it alone in
 /// place of each index): the error if that fails.
-fn probe<T: DeserializeOwned>(path: &[Seg], leaf: &Value) -> Option<serde_json::Error> {
+fn probe<T>(path: &[Seg], leaf: &Value, read: ReadFn<T>) -> Option<serde_json::Error> {
     let skeleton = path
         .iter()
         .rev()
@@ -191,12 +200,12 @@ fn probe<T: DeserializeOwned>(path: &[Seg], leaf: &Value) -> Option<serde_json::
             }
             Seg::Index(_) => Value::Array(vec![inner]),
         });
-    T::deserialize(&skeleton).err()
+    read(&skeleton).err()
 }
 
 /// The deepest path whose value alone makes `T` fail, or `None` when no single value
 /// does.
-fn fault<T: DeserializeOwned>(root: &Value) -> Option<Vec<Seg>> {
+fn fault<T>(root: &Value, read: ReadFn<T>) -> Option<Vec<Seg>> {
     let mut path = Vec::new();
     let mut here = root;
     if !root.is_object() {
@@ -215,7 +224,7 @@ fn fault<T: DeserializeOwned>(root: &Value) -> Option<Vec<Seg>> {
         };
         let bad = children.into_iter().find(|(seg, v)| {
             path.push(seg.clone());
-            let fails = probe::<T>(&path, v).is_some();
+            let fails = probe(&path, v, read).is_some();
             path.pop();
             fails
         });
@@ -227,7 +236,7 @@ fn fault<T: DeserializeOwned>(root: &Value) -> Option<Vec<Seg>> {
         // Descend only if the child's kind is right: an object where a number belongs
         // is the fault itself, not whichever of its members is probed first.
         let is_container = matches!(child, Value::Object(_) | Value::Array(_));
-        if !is_container || probe::<T>(&path, &empty_like(child)).is_some() {
+        if !is_container || probe(&path, &empty_like(child), read).is_some() {
             return Some(path);
         }
         here = child;
