@@ -74,7 +74,7 @@ async fn yarn_api_client_from_pypi_drives_every_endpoint() {
     assert_eq!(out["new"]["maximum-resource-capability"]["memory"], 8192);
     let app = &out["app"];
     assert_eq!(app["id"], app_id.as_str());
-    assert_eq!(app["queue"], "long");
+    assert_eq!(app["queue"], "root.long");
     assert_eq!(app["name"], "yarn-api-client-check");
     assert_eq!(app["applicationTags"], "client-test");
     assert_eq!(app["allocatedMB"], 3 * 1024);

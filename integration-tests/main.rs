@@ -17,6 +17,7 @@ mod controller_load;
 mod docker_smoke;
 mod docs_links;
 mod emulator_docker;
+mod emulator_fidelity;
 mod emulator_remote;
 mod emulator_rest;
 mod emulator_support;

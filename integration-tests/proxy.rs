@@ -73,11 +73,11 @@ async fn yarn_api_client_submits_through_the_proxy_into_the_routed_queue() {
     let routed = out["routed"].as_str().unwrap().to_string();
     let explicit = out["explicit"].as_str().unwrap().to_string();
     assert_eq!(
-        out["routed_app"]["queue"], "short",
+        out["routed_app"]["queue"], "root.short",
         "no queue named: routed by tag"
     );
     assert_eq!(
-        out["explicit_app"]["queue"], "long",
+        out["explicit_app"]["queue"], "root.long",
         "an explicit queue is kept"
     );
     assert_eq!(

@@ -494,7 +494,11 @@ impl RmState {
             id: app.id.to_string(),
             user: app.user.clone(),
             name: app.name.clone(),
-            queue: app.queue_name.clone(),
+            // Hadoop 3.5 prints the leaf's full path (checked on a real RM).
+            queue: app.queue.map_or_else(
+                || app.queue_name.clone(),
+                |q| self.tree.queues[q].path.clone(),
+            ),
             state: app.state,
             final_status: app.final_status,
             progress: round4(app.progress() * 100.0),
