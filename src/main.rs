@@ -14,7 +14,7 @@ use clap::{Parser, Subcommand, ValueEnum};
     long_about = "Preemptor lets short, latency-sensitive YARN jobs take resources from long \
 batch jobs without killing them: it suspends or shrinks the long jobs' Docker containers \
 through their CPU and memory cgroups and gives the resources back later. It runs beside an \
-unmodified YARN 3.x and talks only to the RM/NM REST APIs and the Docker Engine API.\n\n\
+unmodified YARN 3.3 or later and talks only to the RM/NM REST APIs and the Docker Engine API.\n\n\
 Configuration lives in a Hadoop conf directory (default ./hadoop-conf): \
 capacity-scheduler.xml for queues and preemptor-site.xml for Preemptor's settings.",
     after_help = "Start with `preemptor demo` to see it work on one machine, and \
