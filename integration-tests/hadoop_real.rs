@@ -6,8 +6,8 @@
 //! fail. Every cluster gets its own work directory and ports, and `cluster.sh down` runs
 //! when the guard drops, even on failure.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use preemptor::cluster::NodeId;
@@ -21,7 +21,8 @@ use preemptor::yarn::dto::{
 };
 use serde_json::Value;
 
-const CLUSTER_SH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/hadoop/cluster.sh");
+use crate::hadoop_support::{Hadoop, hadoop_tools_or_skip};
+
 const SHIPPED_QUEUES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/hadoop-conf/capacity-scheduler.xml"
@@ -42,44 +43,15 @@ const RM_QUEUES: &str = r#"<?xml version="1.0"?>
 </configuration>
 "#;
 
-fn ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
+/// A cluster in a temporary directory of its own, with `capacity_scheduler` as its
+/// queues; brought down, then the directory removed, when dropped.
+struct Cluster {
+    h: Hadoop,
+    dir: tempfile::TempDir,
 }
 
-/// Whether Java and Maven are there; under CI their absence is a failure.
-fn hadoop_tools_or_skip(test: &str) -> bool {
-    let missing: Vec<&str> = ["java", "mvn"]
-        .into_iter()
-        .filter(|tool| {
-            Command::new(tool)
-                .arg("-version")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .map_or(true, |s| !s.success())
-        })
-        .collect();
-    if missing.is_empty() {
-        return true;
-    }
-    if ci() {
-        panic!("{test}: real Hadoop needs {missing:?} under CI=true");
-    }
-    eprintln!("SKIPPED {test}: {missing:?} not found, no real Hadoop");
-    false
-}
-
-/// A running cluster; `cluster.sh down` when dropped.
-struct Hadoop {
-    work: PathBuf,
-    _dir: tempfile::TempDir,
-    rm: String,
-    examples_jar: String,
-}
-
-impl Hadoop {
-    /// `cluster.sh up` with the given capacity-scheduler.xml and options.
-    fn up(test: &str, capacity_scheduler: &str, args: &[&str]) -> Option<Hadoop> {
+impl Cluster {
+    fn up(test: &str, capacity_scheduler: &str, args: &[&str]) -> Option<Cluster> {
         if !hadoop_tools_or_skip(test) {
             return None;
         }
@@ -91,95 +63,35 @@ impl Hadoop {
         std::fs::create_dir(&conf).expect("conf dir");
         std::fs::write(conf.join("capacity-scheduler.xml"), capacity_scheduler)
             .expect("capacity-scheduler.xml");
-        let work = dir.path().join("work");
-        let mut h = Hadoop {
-            work,
-            _dir: dir,
-            rm: String::new(),
-            examples_jar: String::new(),
-        };
-        let out = h.up_again(&conf, args);
-        for line in out.lines() {
-            if let Some(v) = line.strip_prefix("RM_WEBAPP=") {
-                h.rm = unquote(v);
-            } else if let Some(v) = line.strip_prefix("HADOOP_EXAMPLES_JAR=") {
-                h.examples_jar = unquote(v);
-            }
-        }
-        assert!(h.rm.starts_with("http://"), "no RM_WEBAPP in {out:?}");
-        assert!(
-            Path::new(&h.examples_jar).is_file(),
-            "no examples jar in {out:?}"
-        );
-        Some(h)
+        let conf = conf.to_string_lossy().into_owned();
+        let mut all = vec!["--conf-dir", conf.as_str()];
+        all.extend_from_slice(args);
+        let h = Hadoop::up(dir.path().join("work"), &all);
+        Some(Cluster { h, dir })
     }
 
-    /// `cluster.sh up` on this work directory; its stdout.
-    fn up_again(&self, conf: &Path, args: &[&str]) -> String {
-        let started = Instant::now();
-        let out = Command::new("bash")
-            .arg(CLUSTER_SH)
-            .args(["up", "--work-dir"])
-            .arg(&self.work)
-            .arg("--conf-dir")
-            .arg(conf)
-            .args(args)
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("run cluster.sh up");
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(out.status.success(), "cluster.sh up failed: {stdout}");
-        eprintln!("cluster.sh up: {:.1} s", started.elapsed().as_secs_f64());
-        stdout
-    }
-
-    fn down(&self) -> std::process::Output {
-        Command::new("bash")
-            .arg(CLUSTER_SH)
-            .args(["down", "--work-dir"])
-            .arg(&self.work)
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("run cluster.sh down")
-    }
-
-    /// `cluster.sh hadoop|yarn ARGS...` against this cluster, not waited for.
-    fn tool(&self, tool: &str, args: &[&str]) -> Command {
-        let mut c = Command::new("bash");
-        c.arg(CLUSTER_SH)
-            .arg(tool)
-            .arg("--work-dir")
-            .arg(&self.work)
-            .args(args)
-            .stdin(Stdio::null())
-            // Jobs write relative paths (pi's QuasiMonteCarlo_*) under the local file
-            // system's working directory: keep them in the test's directory.
-            .current_dir(self.work.parent().unwrap_or(&self.work));
-        c
+    /// One NodeManager of 8192 MB and `vcores`.
+    fn one_node(test: &str, vcores: &str) -> Option<Cluster> {
+        Cluster::up(
+            test,
+            RM_QUEUES,
+            &[
+                "--nodes",
+                "1",
+                "--node-memory-mb",
+                "8192",
+                "--node-vcores",
+                vcores,
+            ],
+        )
     }
 
     fn client(&self) -> RmClient {
         let mut s = PreemptorSettings::default().rm;
-        s.addresses = vec![self.rm.clone()];
+        s.addresses = vec![self.h.rm.clone()];
         s.user_name = Some("preemptor".into());
         RmClient::new(&s).expect("RM client")
     }
-}
-
-impl Drop for Hadoop {
-    fn drop(&mut self) {
-        let out = self.down();
-        if !out.status.success() {
-            eprintln!(
-                "cluster.sh down failed: {}",
-                String::from_utf8_lossy(&out.stdout)
-            );
-        }
-    }
-}
-
-fn unquote(v: &str) -> String {
-    v.trim().trim_matches(|c| c == '\'' || c == '"').to_string()
 }
 
 /// Processes whose command line names `dir`.
@@ -252,24 +164,23 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
 #[test]
 fn cluster_sh_up_down_leaves_no_jvm_and_a_second_up_works() {
     let test = "cluster_sh_up_down_leaves_no_jvm_and_a_second_up_works";
-    let Some(h) = Hadoop::up(test, RM_QUEUES, &["--nodes", "2"]) else {
+    let Some(c) = Cluster::up(test, RM_QUEUES, &["--nodes", "2"]) else {
         return;
     };
-    let status = h.tool("status", &[]).output().expect("cluster.sh status");
+    let status = c.h.tool("status", &[]).output().expect("cluster.sh status");
     assert!(status.status.success(), "status: {status:?}");
-    let down = h.down();
+    let down = c.h.down().expect("run cluster.sh down");
     assert!(down.status.success(), "down: {down:?}");
-    let left = processes_naming(&h.work);
+    let left = processes_naming(&c.h.work);
     assert!(left.is_empty(), "left behind after down: {left:?}");
 
-    let conf = h.work.parent().expect("parent").join("conf-in");
-    let out = h.up_again(&conf, &["--nodes", "2"]);
-    assert!(out.contains("RM_WEBAPP="), "second up: {out}");
+    let conf = c.dir.path().join("conf-in").to_string_lossy().into_owned();
+    let out = c.h.up_again(&["--conf-dir", &conf, "--nodes", "2"]);
     let rm = out
         .lines()
         .find_map(|l| l.strip_prefix("RM_WEBAPP="))
-        .map(unquote)
-        .expect("RM_WEBAPP");
+        .map(|v| v.trim().trim_matches(['\'', '"']).to_string())
+        .unwrap_or_else(|| panic!("second up printed no RM_WEBAPP: {out}"));
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let nodes = rt.block_on(get_json(&format!("{rm}/ws/v1/cluster/nodes"), None));
     let running = nodes["nodes"]["node"]
@@ -284,18 +195,7 @@ fn cluster_sh_up_down_leaves_no_jvm_and_a_second_up_works() {
 #[test]
 fn the_controller_follows_the_real_rm_queues_and_rpc_submissions() {
     let test = "the_controller_follows_the_real_rm_queues_and_rpc_submissions";
-    let Some(h) = Hadoop::up(
-        test,
-        RM_QUEUES,
-        &[
-            "--nodes",
-            "1",
-            "--node-memory-mb",
-            "8192",
-            "--node-vcores",
-            "4",
-        ],
-    ) else {
+    let Some(c) = Cluster::one_node(test, "4") else {
         return;
     };
     let rt = tokio::runtime::Runtime::new().expect("runtime");
@@ -304,7 +204,7 @@ fn the_controller_follows_the_real_rm_queues_and_rpc_submissions() {
         conf.add_file(SHIPPED_QUEUES).expect("shipped file");
         let file = QueueTree::from_conf(&conf).expect("shipped queues");
         let mut settings = PreemptorSettings::default();
-        settings.rm.addresses = vec![h.rm.clone()];
+        settings.rm.addresses = vec![c.h.rm.clone()];
         settings.policy.observe_only = true;
         settings.agent.port = closed_port();
         let config = ControllerConfig {
@@ -347,16 +247,16 @@ fn the_controller_follows_the_real_rm_queues_and_rpc_submissions() {
         assert_eq!(batch["guaranteed"]["memoryMb"], 8192 * 60 / 100, "{batch}");
 
         // Ten real MapReduce jobs over RPC; each is killed once it was seen.
-        let rm = h.client();
+        let rm = c.client();
         let mut lags = Vec::new();
         let mut known: Vec<String> = Vec::new();
         for _ in 0..10 {
-            let mut job = h
-                .tool(
+            let mut job =
+                c.h.tool(
                     "hadoop",
                     &[
                         "jar",
-                        &h.examples_jar,
+                        &c.h.examples_jar,
                         "pi",
                         "-Dmapreduce.job.queuename=batch",
                         "1",
@@ -413,23 +313,12 @@ fn the_controller_follows_the_real_rm_queues_and_rpc_submissions() {
 #[test]
 fn a_raised_node_takes_a_waiting_container_and_is_restored_exactly() {
     let test = "a_raised_node_takes_a_waiting_container_and_is_restored_exactly";
-    let Some(h) = Hadoop::up(
-        test,
-        RM_QUEUES,
-        &[
-            "--nodes",
-            "1",
-            "--node-memory-mb",
-            "8192",
-            "--node-vcores",
-            "2",
-        ],
-    ) else {
+    let Some(c) = Cluster::one_node(test, "2") else {
         return;
     };
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
-        let rm = h.client();
+        let rm = c.client();
         let node = rm.nodes().await.expect("nodes").value.remove(0);
         let id = NodeId::new(node.id.trim());
         let configured = node.total_resource.to_resource();

@@ -22,6 +22,8 @@ mod emulator_remote;
 mod emulator_rest;
 mod emulator_support;
 mod hadoop_real;
+mod hadoop_spark;
+mod hadoop_support;
 mod operator_scripts;
 mod proxy;
 mod rm_client;

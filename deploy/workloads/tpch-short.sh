@@ -15,6 +15,10 @@ per finished query: its name, exit status and seconds from submission to end.
 Options:
   --queue NAME        YARN queue (default: short)
   --database NAME     database holding the lineitem table (default: tpch)
+  --lineitem PATH     read lineitem from the Parquet files at PATH (a file or directory,
+                      e.g. from tpchgen-cli parquet --tables lineitem; hdfs://, file://
+                      or a path of the default file system) through a temporary view,
+                      instead of a table of --database: no metastore needed
   --bursts N          number of bursts (default: 5)
   --burst-size N      queries per burst (default: 3)
   --interval SECONDS  time between burst starts (default: 60)
@@ -22,16 +26,19 @@ Options:
   --dry-run           print the spark-sql commands instead of running them
   -h, --help          this text
 
-Environment: SPARK_SQL (default: spark-sql on PATH).
+Environment: SPARK_SQL (default: spark-sql on PATH). Spark's own settings (spark.yarn.jars,
+memory sizes, the catalog) come from its spark-defaults.conf ($SPARK_CONF_DIR); each query
+prints its output to ${TMPDIR:-/tmp}/NAME.out.
 USAGE
 }
 
-queue=short database=tpch bursts=5 burst_size=3 interval=60 executors=2 dry_run=0
+queue=short database=tpch lineitem= bursts=5 burst_size=3 interval=60 executors=2 dry_run=0
 need_value() { [[ $# -ge 2 && -n $2 ]] || { echo "tpch-short.sh: $1 needs a value" >&2; exit 2; }; }
 while [[ $# -gt 0 ]]; do
     case $1 in
         --queue) need_value "$@"; queue=$2; shift 2 ;;
         --database) need_value "$@"; database=$2; shift 2 ;;
+        --lineitem) need_value "$@"; lineitem=$2; shift 2 ;;
         --bursts) need_value "$@"; bursts=$2; shift 2 ;;
         --burst-size) need_value "$@"; burst_size=$2; shift 2 ;;
         --interval) need_value "$@"; interval=$2; shift 2 ;;
@@ -53,6 +60,10 @@ for n in queue database; do
         exit 2
     }
 done
+if [[ $lineitem == *[\'\\]* ]]; then
+    echo "tpch-short.sh: --lineitem '$lineitem' has a quote or a backslash" >&2
+    exit 2
+fi
 
 sql_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/tpch" && pwd)
 spark_sql=${SPARK_SQL:-spark-sql}
@@ -75,6 +86,9 @@ query_text() {
         echo "tpch-short.sh: $sql_dir/q$1.sql has a parameter this script does not fill" >&2
         return 1
     fi
+    if [[ -n $lineitem ]]; then
+        printf "create temporary view lineitem using parquet options (path '%s');\n" "$lineitem"
+    fi
     printf '%s\n' "$template" | grep -v '^--'
 }
 
@@ -83,8 +97,9 @@ run_query() {
     sql=$(query_text "$q") || exit 2
     local cmd=("$spark_sql" --master yarn --deploy-mode client --queue "$queue"
         --name "$name" --num-executors "$executors"
-        --conf "spark.yarn.tags=preemptor.class=short,tpch=q$q"
-        --database "$database" -e "$sql")
+        --conf "spark.yarn.tags=preemptor.class=short,tpch=q$q")
+    if [[ -z $lineitem ]]; then cmd+=(--database "$database"); fi
+    cmd+=(-e "$sql")
     if [[ $dry_run -eq 1 ]]; then
         printf '%q ' "${cmd[@]}"
         echo
