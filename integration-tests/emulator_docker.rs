@@ -252,7 +252,12 @@ async fn real_tasks_finish_the_application_and_failing_ones_fail_it() {
     .await;
     assert_eq!(app["app"]["state"], "FAILED");
     let diagnostics = app["app"]["diagnostics"].as_str().unwrap();
-    assert!(diagnostics.contains("failed 2 times"), "{diagnostics}");
+    // MapReduce's wording (a burn job is a MAPREDUCE application), both attempts failed.
+    assert!(
+        diagnostics.contains("Job failed as tasks failed")
+            && diagnostics.contains("the last of 2 attempts"),
+        "{diagnostics}"
+    );
     assert!(diagnostics.contains("Exit code: 2"), "{diagnostics}");
     let report = guard.handle.take().unwrap().shutdown().await.unwrap();
     assert_eq!(

@@ -348,7 +348,8 @@ async fn typed_calls_act_on_the_emulator() {
         ..AppsQuery::default()
     };
     assert!(c.apps(&only_long).await.unwrap().value.is_empty());
-    assert_eq!(c.app(&app_id).await.unwrap().value.queue, "long");
+    // The leaf's full path, as Hadoop 3.5 prints it.
+    assert_eq!(c.app(&app_id).await.unwrap().value.queue, "root.long");
 
     // Node resource update: YARN sees the room.
     let node0 = NodeId::new(h.nodes()[0].id.to_string());
