@@ -3,13 +3,14 @@
 //!
 //! The script appends preemption log rows as `action` events arrive and, on `tick` and
 //! `short-wait` events (at most once a second), refetches this page and swaps in the
-//! sections with ids `summary`, `queues`, `nodes` and `waits`, so that all rendering stays
-//! here in Rust.
+//! sections with ids `summary`, `queues`, `apps`, `nodes` and `waits`, so that all
+//! rendering stays here in Rust.
 
 use std::fmt::Write as _;
 
 use super::api::{Snapshot, WaitPoint};
-use super::hub::{ActionRecord, ContainerRow, Outcome, QueueStatus, StatusReport};
+use super::hub::{ActionRecord, AppRow, ContainerRow, Outcome, StatusReport};
+use super::live_queues::QueueSource;
 use super::log::utc_millis;
 
 /// Rows the page shows in the preemption log; the script keeps the same bound.
@@ -19,7 +20,8 @@ pub fn page(snap: &Snapshot) -> String {
     let mut h = String::with_capacity(32 * 1024);
     h.push_str(HEAD);
     summary(&mut h, &snap.status, snap.missed);
-    queues(&mut h, &snap.status.queues);
+    queues(&mut h, &snap.status);
+    apps(&mut h, &snap.status.applications, &snap.status.skipped);
     log(&mut h, &snap.actions);
     nodes(&mut h, &snap.status);
     waits(&mut h, &snap.waits);
@@ -81,8 +83,23 @@ fn summary(h: &mut String, s: &StatusReport, missed: u64) {
     h.push_str("<p id=\"warning\" class=\"bad\"></p></section>\n");
 }
 
-fn queues(h: &mut String, qs: &[QueueStatus]) {
+fn queues(h: &mut String, s: &StatusReport) {
+    let qs = &s.queues;
     h.push_str("<section id=\"queues\"><h2>Queues: guarantee vs used (memory)</h2>");
+    if s.queue_source == QueueSource::CapacitySchedulerXml && !qs.is_empty() {
+        h.push_str(
+            "<p class=\"bad\">The RM listed no queue: the tree is capacity-scheduler.xml's.</p>",
+        );
+    }
+    if !s.queue_disagreements.is_empty() {
+        h.push_str(
+            "<p class=\"bad\">capacity-scheduler.xml and the RM differ; the RM's queues are used:</p><ul class=\"bad\">",
+        );
+        for d in &s.queue_disagreements {
+            let _ = write!(h, "<li>{}</li>", esc(d));
+        }
+        h.push_str("</ul>");
+    }
     if qs.is_empty() {
         h.push_str("<p class=\"empty\">No queues observed yet.</p></section>\n");
         return;
@@ -149,6 +166,48 @@ fn queues(h: &mut String, qs: &[QueueStatus]) {
          <span class=\"pending\">pending</span> <span class=\"max\">maximum</span> \
          | guarantee</p></section>\n",
     );
+}
+
+fn apps(h: &mut String, apps: &[AppRow], skipped: &[String]) {
+    h.push_str("<section id=\"apps\"><h2>Applications</h2>");
+    if apps.is_empty() {
+        h.push_str("<p class=\"empty\">No RUNNING or ACCEPTED application.</p>");
+    } else {
+        h.push_str(
+            "<table><thead><tr><th>application</th><th>queue</th><th>class</th>\
+             <th>state</th><th>submitted</th><th>seen after</th></tr></thead><tbody>",
+        );
+        for a in apps {
+            let submitted = if a.started_time_ms == 0 {
+                String::new()
+            } else {
+                utc_millis(a.started_time_ms)
+            };
+            let seen = if a.started_time_ms == 0 || a.seen_at_ms == 0 {
+                String::new()
+            } else {
+                format!("{} ms", a.seen_at_ms.saturating_sub(a.started_time_ms))
+            };
+            let _ = write!(
+                h,
+                "<tr class=\"{class}\"><td>{id}</td><td>{queue}</td><td>{class}</td>\
+                 <td>{state}</td><td>{submitted}</td><td>{seen}</td></tr>",
+                class = a.class,
+                id = esc(&a.id),
+                queue = esc(&a.queue),
+                state = a.state,
+            );
+        }
+        h.push_str("</tbody></table>");
+    }
+    if !skipped.is_empty() {
+        h.push_str("<p class=\"bad\">Left out of the view:</p><ul class=\"bad\">");
+        for s in skipped {
+            let _ = write!(h, "<li>{}</li>", esc(s));
+        }
+        h.push_str("</ul>");
+    }
+    h.push_str("</section>\n");
 }
 
 fn log(h: &mut String, actions: &[ActionRecord]) {
@@ -397,7 +456,7 @@ const SCRIPT: &str = r#"(function () {
     pending = null;
     fetch("/" + q).then(function (r) { return r.text(); }).then(function (html) {
       var doc = new DOMParser().parseFromString(html, "text/html");
-      ["summary", "queues", "nodes", "waits"].forEach(function (id) {
+      ["summary", "queues", "apps", "nodes", "waits"].forEach(function (id) {
         var fresh = doc.getElementById(id), old = document.getElementById(id);
         if (fresh && old) old.replaceWith(fresh);
       });
@@ -444,8 +503,9 @@ mod tests {
 
     use super::*;
     use crate::cluster::{ContainerState, JobClass, Partition};
-    use crate::controller::hub::NodeStatus;
+    use crate::controller::hub::{NodeStatus, QueueStatus};
     use crate::resources::{Limits, Resource};
+    use crate::yarn::dto::YarnApplicationState;
 
     fn snapshot() -> Snapshot {
         let status = StatusReport {
@@ -479,6 +539,18 @@ mod tests {
                 }],
             }],
             suspended: 1,
+            queue_disagreements: vec!["queue root.x is on the RM but not in <file>".into()],
+            applications: vec![AppRow {
+                id: "application_1_0001".into(),
+                queue: "root.long".into(),
+                class: JobClass::Long,
+                state: YarnApplicationState::Running,
+                seen_at_ms: 1_700_000_000_250,
+                started_time_ms: 1_700_000_000_000,
+            }],
+            skipped: vec![
+                "application_1_0009: queue \"gone\" is not in the RM's queue tree".into(),
+            ],
             ..StatusReport::default()
         };
         Snapshot {
@@ -535,6 +607,12 @@ mod tests {
             "0.010 / 2 vcores",
             "class=\"wait\" points=\"50.0,50.0 850.0,",
             "new EventSource(\"/api/v1/events\" + q)",
+            "<li>queue root.x is on the RM but not in &lt;file&gt;</li>",
+            "id=\"apps\"",
+            "<tr class=\"long\"><td>application_1_0001</td><td>root.long</td><td>long</td>\
+             <td>RUNNING</td>",
+            "<td>250 ms</td>",
+            "queue &quot;gone&quot; is not",
         ] {
             assert!(html.contains(needle), "missing {needle:?}");
         }
@@ -554,6 +632,7 @@ mod tests {
         assert!(html.contains("No queues observed yet."));
         assert!(html.contains("id=\"log-empty\""));
         assert!(html.contains("No short job has started yet."));
+        assert!(html.contains("No RUNNING or ACCEPTED application."));
         assert!(html.contains("3 events arrived faster"));
     }
 }
