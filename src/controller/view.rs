@@ -114,10 +114,11 @@ pub fn build(
             continue;
         };
         let Some(q) = live.index_of(a.queue.trim()) else {
-            skipped.push(format!(
-                "{id}: queue {:?} is not in the RM's queue tree",
-                a.queue
-            ));
+            let tree = match live.source {
+                QueueSource::ResourceManager => "the RM's queue tree",
+                QueueSource::CapacitySchedulerXml => "capacity-scheduler.xml",
+            };
+            skipped.push(format!("{id}: queue {:?} is not in {tree}", a.queue));
             with_containers.remove(&id);
             continue;
         };
