@@ -12,16 +12,7 @@ import time
 from yarn_api_client.node_manager import NodeManager
 from yarn_api_client.resource_manager import ResourceManager
 
-
-def wait_for(what, fetch, ok, timeout=60.0):
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        last = fetch()
-        if ok(last):
-            return last
-        time.sleep(0.1)
-    raise SystemExit("timed out waiting for %s; last answer: %s" % (what, json.dumps(last)))
+from polling import wait_for
 
 
 def containers_of(rm, app_id, attempt_id):
