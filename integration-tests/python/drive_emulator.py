@@ -7,7 +7,6 @@ Usage: python3 drive_emulator.py RM_URL
 
 import json
 import sys
-import time
 
 from yarn_api_client.node_manager import NodeManager
 from yarn_api_client.resource_manager import ResourceManager
