@@ -6,6 +6,7 @@
 
 mod agent_api;
 mod agent_crash;
+mod agent_host;
 mod agent_limits;
 mod agent_support;
 mod check_config;

@@ -328,6 +328,34 @@ impl CgroupMounts {
             memory: dir_for("memory")?,
         })
     }
+    /// Directories of the cgroup at `rel`, relative to each controller's mount point (as
+    /// YARN reads its `cgroups.hierarchy`), whether or not it exists yet.
+    pub fn dirs_at(&self, rel: &str) -> Result<CgroupDirs, CgroupError> {
+        let not_found = |reason: String| CgroupError::NotFound {
+            docker_id: rel.to_string(),
+            reason,
+        };
+        if rel.split('/').any(|c| c == "..") {
+            return Err(not_found("the path must not contain ..".into()));
+        }
+        let version = self
+            .version()
+            .ok_or_else(|| not_found("no cgroup filesystem is mounted".into()))?;
+        let dir_for = |controller: &str| -> Result<PathBuf, CgroupError> {
+            let mount = match version {
+                CgroupVersion::V1 => self.v1_mount(controller),
+                CgroupVersion::V2 => self.v2_mount(),
+            }
+            .ok_or_else(|| not_found(format!("no mount for {controller}")))?;
+            Ok(mount.mount_point.join(rel.trim_start_matches('/')))
+        };
+        Ok(CgroupDirs {
+            version,
+            cpu: dir_for("cpu")?,
+            cpuacct: dir_for("cpuacct")?,
+            memory: dir_for("memory")?,
+        })
+    }
 }
 
 fn join_under_mount(mount: &CgroupMount, path: &str) -> Option<PathBuf> {

@@ -15,15 +15,19 @@ use super::{AgentConfig, StartError};
 #[command(
     after_help = "Run with --help for how the agent works; docs/agent.md has the API.",
     after_long_help = "The agent runs on every NodeManager host and is the only part of \
-Preemptor that touches containers. It finds YARN's Docker containers (those named after a \
-YARN container id; every other container is refused), applies suspend / shrink / resume / \
-kill on request of the controller, measures attained service and detects swapping from the \
+Preemptor that touches containers. It finds YARN's containers (--containers: Docker \
+containers named after a YARN container id, the cgroups the LinuxContainerExecutor gives \
+each container, or the plain processes of the DefaultContainerExecutor, which it moves into \
+a cgroup of its own per container; anything else is refused), applies suspend / shrink / \
+resume / kill on request of the controller, measures attained service and detects swapping from the \
 cgroups, and serves a token-protected HTTP API (docs/agent.md).\n\n\
 Safety: before changing a container the agent records its original limits under \
 --state-dir. If no controller renews the lease for --lease-timeout, every changed container \
 is resumed (no controller, no throttling); a restarted agent recovers its records and does \
 the same.\n\n\
-Example:\n  preemptor agent --token-file /etc/preemptor/agent.token --listen 0.0.0.0:8049\n\n\
+Examples:\n  preemptor agent --token-file /etc/preemptor/agent.token --listen 0.0.0.0:8049\n  \
+preemptor agent --containers process --nodemanager http://nm1:8042 \\\n      \
+--nm-local-dirs /data1/yarn/local,/data2/yarn/local\n\n\
 Durations take ms, s, m or h (plain numbers are seconds)."
 )]
 pub struct AgentArgs {
@@ -103,6 +107,32 @@ pub struct AgentArgs {
     /// where several NodeManagers share one Docker daemon (the compose cluster).
     #[arg(long, env = "PREEMPTOR_AGENT_NODEMANAGER")]
     pub nodemanager: Option<String>,
+    /// How YARN runs containers on this node: docker, yarn-cgroups (LinuxContainerExecutor
+    /// with cgroups), process (DefaultContainerExecutor), or auto (Docker if its socket
+    /// exists, else YARN's hierarchy if it exists, else process with --nm-local-dirs).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "auto",
+        env = "PREEMPTOR_AGENT_CONTAINERS"
+    )]
+    pub containers: super::ContainerBackend,
+
+    /// The NodeManager's yarn.nodemanager.local-dirs, comma-separated: where the process
+    /// backend finds nmPrivate/<app>/<container>/<container>.pid.
+    #[arg(long, value_delimiter = ',')]
+    pub nm_local_dirs: Vec<PathBuf>,
+
+    /// YARN's cgroup hierarchy below each controller's mount point
+    /// (yarn.nodemanager.linux-container-executor.cgroups.hierarchy).
+    #[arg(long, default_value = super::YARN_CGROUP_HIERARCHY)]
+    pub yarn_cgroup_hierarchy: String,
+
+    /// Where the process backend creates its per-container cgroups, below each
+    /// controller's mount point.
+    #[arg(long, default_value = super::AGENT_CGROUP_PARENT)]
+    pub agent_cgroup_parent: String,
+
     /// The PEM private key of --tls-cert (mode 600 or stricter).
     #[arg(long, requires = "tls_cert", env = "PREEMPTOR_AGENT_TLS_KEY")]
     pub tls_key: Option<PathBuf>,
@@ -204,6 +234,10 @@ impl AgentArgs {
             proactive_reclaim: !self.no_proactive_reclaim,
             tls,
             nodemanager: self.nodemanager.clone(),
+            containers: self.containers,
+            nm_local_dirs: self.nm_local_dirs.clone(),
+            yarn_cgroup_hierarchy: self.yarn_cgroup_hierarchy.clone(),
+            agent_cgroup_parent: self.agent_cgroup_parent.clone(),
         })
     }
 }

@@ -22,6 +22,7 @@ use super::api::{
 };
 use super::cgroup::{CgroupDirs, CgroupError, CgroupMounts, read_proc_cgroup};
 use super::docker::{DockerClient, DockerError, DockerEvent, Inspected};
+use super::host::{HostContainers, HostError};
 use super::lease::{Lease, LeaseError};
 use super::limits::{
     CgroupLimits, CgroupVersion, DockerCpu, DockerLimits, MIB, MappingError, OriginalLimits,
@@ -85,6 +86,8 @@ pub enum Error {
     #[error(transparent)]
     Docker(DockerError),
     #[error(transparent)]
+    Host(HostError),
+    #[error(transparent)]
     Cgroup(CgroupError),
     #[error(transparent)]
     Write(WriteError),
@@ -113,6 +116,20 @@ impl From<DockerError> for Error {
         match e {
             DockerError::NotFound(r) => Error::UnknownContainer(r),
             other => Error::Docker(other),
+        }
+    }
+}
+
+impl From<HostError> for Error {
+    fn from(e: HostError) -> Error {
+        match e {
+            HostError::NotFound(r) => Error::UnknownContainer(r),
+            HostError::NotYarn(r) => Error::NotYarn {
+                name: r.clone(),
+                reference: r,
+            },
+            HostError::Cgroup(c) => Error::Cgroup(c),
+            other => Error::Host(other),
         }
     }
 }
@@ -166,8 +183,21 @@ pub enum Runtime {
         docker: DockerClient,
         mounts: CgroupMounts,
     },
+    /// YARN's own container cgroups, or plain processes (see [`super::host`]).
+    Host(HostContainers),
     /// Records actions without touching any container (load tests of the controller).
     DryRun,
+}
+
+impl Runtime {
+    /// The container as its runtime sees it now. `None` in dry-run.
+    async fn inspect(&self, reference: &str) -> Result<Option<Inspected>, Error> {
+        match self {
+            Runtime::Live { docker, .. } => Ok(Some(docker.inspect(reference).await?)),
+            Runtime::Host(host) => Ok(Some(host.inspect(reference)?)),
+            Runtime::DryRun => Ok(None),
+        }
+    }
 }
 
 struct Tracked {
@@ -298,7 +328,7 @@ impl Enforcer {
     ) -> Enforcer {
         let docker = match &runtime {
             Runtime::Live { docker, .. } => Some(docker.clone()),
-            Runtime::DryRun => None,
+            Runtime::Host(_) | Runtime::DryRun => None,
         };
         let (store, store_report) = match store {
             Some((s, r)) => (Some(Arc::new(Mutex::new(s))), Some(r)),
@@ -367,13 +397,26 @@ impl Enforcer {
     pub fn docker_client(&self) -> Option<DockerClient> {
         match &self.runtime {
             Runtime::Live { docker, .. } => Some(docker.clone()),
-            Runtime::DryRun => None,
+            Runtime::Host(_) | Runtime::DryRun => None,
+        }
+    }
+
+    /// Whether the agent acts on real cgroups (Docker or the host backends).
+    pub fn is_live(&self) -> bool {
+        !self.is_dry_run()
+    }
+
+    pub fn host(&self) -> Option<&HostContainers> {
+        match &self.runtime {
+            Runtime::Host(h) => Some(h),
+            _ => None,
         }
     }
 
     pub fn cgroup_version(&self) -> Option<CgroupVersion> {
         match &self.runtime {
             Runtime::Live { mounts, .. } => mounts.version(),
+            Runtime::Host(h) => Some(h.version()),
             Runtime::DryRun => None,
         }
     }
@@ -381,7 +424,7 @@ impl Enforcer {
     pub fn swap_accounting(&self) -> Option<bool> {
         match &self.runtime {
             Runtime::Live { docker, .. } => docker.swap_limit,
-            Runtime::DryRun => None,
+            Runtime::Host(_) | Runtime::DryRun => None,
         }
     }
 
@@ -448,25 +491,23 @@ impl Enforcer {
         let mut kept = 0;
         let mut dropped = 0;
         for record in records {
-            let keep = match &self.runtime {
-                Runtime::DryRun => true,
-                Runtime::Live { docker, .. } => match docker.inspect(&record.docker_id).await {
-                    Ok(i) if i.name.parse::<ContainerId>().ok() == Some(record.container) => true,
-                    Ok(i) => {
-                        tracing::warn!(container = %record.container, docker_id = %record.docker_id, name = %i.name, "stored Docker id now names another container; forgetting it");
-                        false
-                    }
-                    Err(DockerError::NotFound(_)) => {
-                        tracing::info!(container = %record.container, "container is gone; forgetting its record");
-                        false
-                    }
-                    // Without Docker the agent cannot tell: keep the record, and the lease
-                    // expiry retries.
-                    Err(e) => {
-                        tracing::warn!(container = %record.container, error = %e, "cannot check a recovered container; keeping it");
-                        true
-                    }
-                },
+            let keep = match self.runtime.inspect(&record.docker_id).await {
+                Ok(None) => true,
+                Ok(Some(i)) if i.name.parse::<ContainerId>().ok() == Some(record.container) => true,
+                Ok(Some(i)) => {
+                    tracing::warn!(container = %record.container, docker_id = %record.docker_id, name = %i.name, "stored Docker id now names another container; forgetting it");
+                    false
+                }
+                Err(Error::UnknownContainer(_)) => {
+                    tracing::info!(container = %record.container, "container is gone; forgetting its record");
+                    false
+                }
+                // Without the runtime the agent cannot tell: keep the record, and the
+                // lease expiry retries.
+                Err(e) => {
+                    tracing::warn!(container = %record.container, error = %e, "cannot check a recovered container; keeping it");
+                    true
+                }
             };
             if keep {
                 tracing::info!(container = %record.container, state = ?record.state, pending = ?record.pending, "recovered a changed container");
@@ -493,8 +534,16 @@ impl Enforcer {
     }
 
     fn dirs_for(&self, insp: &Inspected) -> Result<CgroupDirs, Error> {
-        let Runtime::Live { docker, mounts } = &self.runtime else {
-            return Err(Error::Internal("no cgroups in dry-run".into()));
+        let (docker, mounts) = match &self.runtime {
+            Runtime::Live { docker, mounts } => (docker, mounts),
+            Runtime::Host(host) => {
+                let id = insp
+                    .name
+                    .parse::<ContainerId>()
+                    .map_err(|_| Error::UnknownContainer(insp.name.clone()))?;
+                return Ok(host.prepare(id)?);
+            }
+            Runtime::DryRun => return Err(Error::Internal("no cgroups in dry-run".into())),
         };
         let from_proc = insp
             .pid
@@ -543,14 +592,20 @@ impl Enforcer {
                     inspected: None,
                 })
             }
-            Runtime::Live { docker, .. } => {
-                let insp = match docker.inspect(reference).await {
-                    Ok(i) => i,
-                    Err(DockerError::NotFound(r)) => {
+            Runtime::Live { .. } | Runtime::Host(_) => {
+                let insp = match self.runtime.inspect(reference).await {
+                    Ok(Some(i)) => i,
+                    Ok(None) => return Err(Error::Internal("no runtime to inspect".into())),
+                    Err(Error::UnknownContainer(r)) => {
                         self.forget_gone(reference).await;
                         return Err(Error::UnknownContainer(r));
                     }
-                    Err(e) => return Err(e.into()),
+                    Err(e @ Error::NotYarn { .. }) => {
+                        self.metrics.inc(metrics::REFUSED, &[]);
+                        tracing::warn!(reference, "refused: not a YARN container");
+                        return Err(e);
+                    }
+                    Err(e) => return Err(e),
                 };
                 match insp.name.parse::<ContainerId>() {
                     Ok(id) => {
@@ -663,10 +718,8 @@ impl Enforcer {
             Err(_) => {
                 let g = container_lock.lock_owned().await;
                 // Another action ran meanwhile: look again.
-                if let (Runtime::Live { docker, .. }, Some(insp)) =
-                    (&self.runtime, &resolved.inspected)
-                {
-                    resolved.inspected = Some(docker.inspect(&insp.docker_id).await?);
+                if let Some(insp) = &resolved.inspected {
+                    resolved.inspected = self.runtime.inspect(&insp.docker_id).await?;
                 }
                 g
             }
@@ -1354,6 +1407,12 @@ impl Enforcer {
             started,
         );
         res.changed = match (&self.runtime, &r.inspected) {
+            (Runtime::Host(host), Some(insp)) => {
+                if insp.running {
+                    self.unthrottle_for_exit(r.id, insp).await;
+                }
+                host.kill(r.id)?
+            }
             (Runtime::Live { docker, .. }, Some(insp)) => {
                 if insp.running {
                     self.unthrottle_for_exit(r.id, insp).await;
@@ -1457,9 +1516,9 @@ impl Enforcer {
 
     /// Checks changed containers for swapping; a shrunk one that swaps is frozen at 1%.
     pub async fn on_swap_tick(&self, now: Instant) {
-        let Runtime::Live { docker, .. } = &self.runtime else {
+        if !self.is_live() {
             return;
-        };
+        }
         let candidates: Vec<(ContainerId, String, Option<CgroupDirs>)> = lock(&self.tracked)
             .iter()
             .filter(|(_, t)| {
@@ -1475,7 +1534,7 @@ impl Enforcer {
             let dirs = match dirs {
                 Some(d) => d,
                 None => {
-                    let Ok(insp) = docker.inspect(&docker_id).await else {
+                    let Ok(Some(insp)) = self.runtime.inspect(&docker_id).await else {
                         continue;
                     };
                     let Ok(d) = self.dirs_for(&insp) else {
@@ -1533,11 +1592,10 @@ impl Enforcer {
         let Some(mut record) = lock(&self.tracked).get(&id).map(|t| t.record.clone()) else {
             return false;
         };
-        let Runtime::Live { docker, .. } = &self.runtime else {
-            return false;
-        };
         let r = async {
-            let insp = docker.inspect(&record.docker_id).await?;
+            let Some(insp) = self.runtime.inspect(&record.docker_id).await? else {
+                return Err(Error::Internal("no runtime to inspect".into()));
+            };
             let dirs = self.dirs_for(&insp)?;
             let limits = Limits::new(
                 record.limits.memory_mb,
@@ -1645,19 +1703,27 @@ impl Enforcer {
 
     /// Every YARN container on this host (running ones, plus changed ones that stopped).
     pub async fn containers(&self) -> Result<Vec<ContainerStatus>, Error> {
-        let Runtime::Live { docker, .. } = &self.runtime else {
-            let ids: Vec<ContainerId> = lock(&self.tracked).keys().copied().collect();
-            return Ok(ids
-                .into_iter()
-                .map(|id| self.status_of(id, String::new(), true, None))
-                .collect());
+        let docker = match &self.runtime {
+            Runtime::Live { docker, .. } => Some(docker),
+            Runtime::Host(_) => None,
+            Runtime::DryRun => {
+                let ids: Vec<ContainerId> = lock(&self.tracked).keys().copied().collect();
+                return Ok(ids
+                    .into_iter()
+                    .map(|id| self.status_of(id, String::new(), true, None))
+                    .collect());
+            }
         };
         let listed = match &self.nodemanager {
             Some(nm) => Some(nm.containers(false).await?),
             None => None,
         };
         let mut out = BTreeMap::new();
-        for (docker_id, name) in docker.list_running().await? {
+        let running = match docker {
+            Some(docker) => docker.list_running().await?,
+            None => self.host_running()?,
+        };
+        for (docker_id, name) in running {
             let Ok(id) = name.parse::<ContainerId>() else {
                 continue;
             };
@@ -1667,13 +1733,16 @@ impl Enforcer {
                 continue;
             }
             let cached = lock(&self.dirs_cache).get(&docker_id).cloned();
-            let dirs = match cached {
-                Some(d) => Some(d),
-                None => match docker.inspect(&docker_id).await {
+            let dirs = match (cached, docker, self.host()) {
+                (Some(d), _, _) => Some(d),
+                // Read-only: a container not yet moved into a cgroup has none to read.
+                (None, _, Some(host)) => host.dirs(id).ok().filter(CgroupDirs::exist),
+                (None, Some(docker), None) => match docker.inspect(&docker_id).await {
                     Ok(insp) => self.dirs_for(&insp).ok(),
                     Err(DockerError::NotFound(_)) => continue,
                     Err(e) => return Err(e.into()),
                 },
+                (None, None, None) => None,
             };
             out.insert(id, self.status_of(id, docker_id, true, dirs.as_ref()));
         }
@@ -1686,6 +1755,58 @@ impl Enforcer {
             out.insert(id, self.status_of(id, docker_id, false, None));
         }
         Ok(out.into_values().collect())
+    }
+
+    /// (id, name) of every running container of the host backend.
+    fn host_running(&self) -> Result<Vec<(String, String)>, Error> {
+        let Some(host) = self.host() else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for id in host.list()? {
+            match host.inspect(&id.to_string()) {
+                Ok(i) if i.running => out.push((i.docker_id, i.name)),
+                Ok(_) | Err(HostError::NotFound(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Forgets changed containers whose processes have all ended (the host backends
+    /// have no event stream), and removes the process backend's empty cgroups.
+    pub async fn on_host_tick(&self) {
+        let Some(host) = self.host() else {
+            return;
+        };
+        let tracked: Vec<(ContainerId, String)> = lock(&self.tracked)
+            .iter()
+            .map(|(id, t)| (*id, t.record.docker_id.clone()))
+            .collect();
+        let mut forgot = false;
+        for (id, reference) in tracked {
+            let ended = match host.inspect(&reference) {
+                Ok(i) => !i.running,
+                Err(HostError::NotFound(_)) => true,
+                Err(_) => false,
+            };
+            if !ended {
+                continue;
+            }
+            let container_lock = self.container_lock(id);
+            let _g = container_lock.lock().await;
+            if lock(&self.tracked).remove(&id).is_some() {
+                tracing::info!(container = %id, "container ended; forgetting its record");
+                forgot = true;
+            }
+        }
+        if forgot && let Err(e) = self.persist().await {
+            tracing::error!(error = %e, "saving state after containers ended");
+        }
+        for id in host.remove_ended() {
+            lock(&self.dirs_cache).remove(&id.to_string());
+            self.drop_idle_lock(id);
+        }
     }
 
     /// One container, by YARN id or Docker reference.

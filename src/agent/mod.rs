@@ -1,8 +1,9 @@
-//! The node agent: finds YARN's Docker containers and changes their cgroup limits.
+//! The node agent: finds YARN's containers and changes their cgroup limits.
 //!
 //! It is the only part of Preemptor that touches containers. Layout:
 //! - [`api`]: request/response bodies shared by server and [`client`];
-//! - [`docker`]: the Docker Engine API (bollard); [`cgroup`]: cgroup v1/v2 discovery and
+//! - [`docker`]: the Docker Engine API (bollard); [`host`]: containers without Docker
+//!   (YARN's own cgroups, or plain processes); [`cgroup`]: cgroup v1/v2 discovery and
 //!   reading; [`limits`]: YARN units to real limits; [`writer`]: the one handle that
 //!   writes limits;
 //! - [`enforcer`]: suspend / shrink / resume / kill; [`store`]: durable record of changed
@@ -17,6 +18,7 @@ pub mod cli;
 pub mod client;
 pub mod docker;
 pub mod enforcer;
+pub mod host;
 pub mod lease;
 pub mod limits;
 pub mod metrics;
@@ -46,6 +48,40 @@ pub use client::AgentClient;
 
 /// How often the lease is checked.
 const LEASE_TICK: Duration = Duration::from_millis(200);
+/// How often the host backends look for ended containers.
+const HOST_TICK: Duration = Duration::from_secs(1);
+
+/// How the agent finds a YARN container and its cgroup (`--containers`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ContainerBackend {
+    /// Docker if its socket exists, else YARN's cgroup hierarchy if it exists, else
+    /// plain processes when NodeManager local dirs are given.
+    Auto,
+    /// Docker containers named after their YARN container id (the Docker runtime).
+    Docker,
+    /// The cgroup the LinuxContainerExecutor gives each container,
+    /// `<mount>/<hierarchy>/<container_id>`; written directly.
+    YarnCgroups,
+    /// Plain processes (DefaultContainerExecutor), found from the NodeManager's pid files
+    /// and moved into a cgroup of the agent's own per container.
+    Process,
+}
+
+impl ContainerBackend {
+    pub fn name(&self) -> &'static str {
+        match self {
+            ContainerBackend::Auto => "auto",
+            ContainerBackend::Docker => "docker",
+            ContainerBackend::YarnCgroups => "yarn-cgroups",
+            ContainerBackend::Process => "process",
+        }
+    }
+}
+
+/// YARN's default `yarn.nodemanager.linux-container-executor.cgroups.hierarchy`.
+pub const YARN_CGROUP_HIERARCHY: &str = "/hadoop-yarn";
+/// The parent of the process backend's per-container cgroups.
+pub const AGENT_CGROUP_PARENT: &str = "/preemptor";
 
 pub(crate) fn unix_ms() -> u64 {
     SystemTime::now()
@@ -78,6 +114,13 @@ pub struct AgentConfig {
     /// The NodeManager whose containers are this node's (`--nodemanager`); without it,
     /// every YARN container on the Docker daemon is.
     pub nodemanager: Option<String>,
+    pub containers: ContainerBackend,
+    /// The NodeManager's `yarn.nodemanager.local-dirs` (process backend).
+    pub nm_local_dirs: Vec<PathBuf>,
+    /// YARN's cgroup hierarchy (yarn-cgroups backend).
+    pub yarn_cgroup_hierarchy: String,
+    /// Parent of the process backend's cgroups.
+    pub agent_cgroup_parent: String,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -92,6 +135,7 @@ impl std::fmt::Debug for AgentConfig {
             .field("lease_timeout", &self.lease_timeout)
             .field("tls", &self.tls.is_some())
             .field("nodemanager", &self.nodemanager)
+            .field("containers", &self.containers)
             .finish_non_exhaustive()
     }
 }
@@ -116,6 +160,10 @@ impl AgentConfig {
             proactive_reclaim: true,
             tls: None,
             nodemanager: None,
+            containers: ContainerBackend::Docker,
+            nm_local_dirs: Vec::new(),
+            yarn_cgroup_hierarchy: YARN_CGROUP_HIERARCHY.to_string(),
+            agent_cgroup_parent: AGENT_CGROUP_PARENT.to_string(),
         }
     }
 }
@@ -131,6 +179,17 @@ pub enum StartError {
     EmptyToken,
     #[error(transparent)]
     Docker(#[from] docker::DockerError),
+    #[error("--containers {backend}: {error}")]
+    Host {
+        backend: &'static str,
+        error: host::HostError,
+    },
+    #[error("--containers process needs --nodemanager: only containers it lists are touched")]
+    ProcessNeedsNodeManager,
+    #[error(
+        "--containers auto: no Docker socket at {docker}, no YARN cgroup hierarchy {hierarchy} and no --nm-local-dirs; choose a backend with --containers"
+    )]
+    NoBackend { docker: String, hierarchy: String },
     #[error(transparent)]
     Cgroup(#[from] cgroup::CgroupError),
     #[error("no cgroup v1 cpu+memory hierarchy or cgroup v2 mount found in /proc/self/mountinfo")]
@@ -185,31 +244,62 @@ pub async fn start(config: AgentConfig) -> Result<RunningAgent, StartError> {
         return Err(StartError::EmptyToken);
     }
     let metrics = Arc::new(metrics::Metrics::new());
+    let mut path = config.path;
     let (runtime, store) = if config.dry_run {
         tracing::warn!("dry-run: actions are recorded and reported, no container is touched");
         (Runtime::DryRun, None)
     } else {
-        let docker = docker::DockerClient::connect(&config.docker_socket).await?;
         let mounts = cgroup::CgroupMounts::read_self()?;
         let version = mounts.version().ok_or(StartError::NoCgroups)?;
-        tracing::info!(cgroup = ?version, driver = ?docker.driver, swap_accounting = ?docker.swap_limit, "connected to Docker");
-        if docker.swap_limit == Some(false) {
-            tracing::warn!(
-                "the kernel does not account swap (no memory.memsw.*): Docker's MemorySwap is not enforced, suspended containers may use unlimited swap"
-            );
-        }
+        let runtime = match choose_backend(&config, &mounts)? {
+            b @ (ContainerBackend::YarnCgroups | ContainerBackend::Process) => {
+                let (kind, parent) = if b == ContainerBackend::Process {
+                    if config.nodemanager.is_none() {
+                        return Err(StartError::ProcessNeedsNodeManager);
+                    }
+                    (host::HostBackend::Process, &config.agent_cgroup_parent)
+                } else {
+                    (
+                        host::HostBackend::YarnCgroups,
+                        &config.yarn_cgroup_hierarchy,
+                    )
+                };
+                let host =
+                    host::HostContainers::new(kind, mounts, parent, config.nm_local_dirs.clone())
+                        .map_err(|error| StartError::Host {
+                        backend: b.name(),
+                        error,
+                    })?;
+                if path != WritePath::Direct {
+                    tracing::info!(
+                        backend = b.name(),
+                        "no Docker: limits are written to the cgroup files directly"
+                    );
+                    path = WritePath::Direct;
+                }
+                tracing::info!(cgroup = ?version, backend = b.name(), cgroup_parent = %parent, local_dirs = ?config.nm_local_dirs, "containers without Docker");
+                Runtime::Host(host)
+            }
+            _ => {
+                let docker = docker::DockerClient::connect(&config.docker_socket).await?;
+                tracing::info!(cgroup = ?version, driver = ?docker.driver, swap_accounting = ?docker.swap_limit, "connected to Docker");
+                if docker.swap_limit == Some(false) {
+                    tracing::warn!(
+                        "the kernel does not account swap (no memory.memsw.*): Docker's MemorySwap is not enforced, suspended containers may use unlimited swap"
+                    );
+                }
+                Runtime::Live { docker, mounts }
+            }
+        };
         let (store, records, report) = store::StateStore::open(&config.state_dir)?;
         for d in &report.damaged {
             tracing::error!(damage = %d, "state file damaged; using the newest intact generation");
         }
         tracing::info!(dir = %config.state_dir.display(), generation = report.generation, source = %report.source, containers = records.len(), "state store opened");
-        (
-            Runtime::Live { docker, mounts },
-            Some((store, report, records)),
-        )
+        (runtime, Some((store, report, records)))
     };
     let settings = EnforcerSettings {
-        path: config.path,
+        path,
         floor: config.floor,
         throttle_wait_max: config.throttle_wait_max,
         memory_timeout: config.memory_timeout,
@@ -310,7 +400,19 @@ pub async fn start(config: AgentConfig) -> Result<RunningAgent, StartError> {
         }
     });
 
-    if let Some(docker) = enforcer.docker_client() {
+    if enforcer.host().is_some() {
+        let (e, c) = (enforcer.clone(), cancel.clone());
+        tracker.spawn(async move {
+            let mut tick = tokio::time::interval(HOST_TICK);
+            loop {
+                tokio::select! {
+                    _ = c.cancelled() => return,
+                    _ = tick.tick() => e.on_host_tick().await,
+                }
+            }
+        });
+    }
+    if enforcer.is_live() {
         let (e, c) = (enforcer.clone(), cancel.clone());
         let interval = config.swap_check_interval;
         tracker.spawn(async move {
@@ -322,15 +424,43 @@ pub async fn start(config: AgentConfig) -> Result<RunningAgent, StartError> {
                 }
             }
         });
+    }
+    if let Some(docker) = enforcer.docker_client() {
         let (e, c) = (enforcer.clone(), cancel.clone());
         tracker.spawn(async move { watch_docker_events(docker, e, c).await });
     }
-    tracing::info!(%addr, tls, path = config.path.name(), dry_run = config.dry_run, "agent listening");
+    tracing::info!(%addr, tls, path = path.name(), dry_run = config.dry_run, "agent listening");
     Ok(RunningAgent {
         addr,
         tls,
         cancel,
         tracker,
+    })
+}
+
+/// `--containers auto` resolved: the first backend whose runtime is there.
+fn choose_backend(
+    config: &AgentConfig,
+    mounts: &cgroup::CgroupMounts,
+) -> Result<ContainerBackend, StartError> {
+    if config.containers != ContainerBackend::Auto {
+        return Ok(config.containers);
+    }
+    if config.docker_socket.exists() {
+        return Ok(ContainerBackend::Docker);
+    }
+    if mounts
+        .dirs_at(&config.yarn_cgroup_hierarchy)
+        .is_ok_and(|d| d.cpu.is_dir())
+    {
+        return Ok(ContainerBackend::YarnCgroups);
+    }
+    if !config.nm_local_dirs.is_empty() {
+        return Ok(ContainerBackend::Process);
+    }
+    Err(StartError::NoBackend {
+        docker: config.docker_socket.display().to_string(),
+        hierarchy: config.yarn_cgroup_hierarchy.clone(),
     })
 }
 

@@ -24,6 +24,7 @@ use super::api::{
 use super::cgroup::CgroupError;
 use super::docker::DockerError;
 use super::enforcer::{Enforcer, Error};
+use super::host::HostError;
 use super::lease::LeaseError;
 use super::metrics;
 use super::writer::WriteError;
@@ -71,7 +72,9 @@ pub fn error_status(e: &Error) -> StatusCode {
         Error::UnknownContainer(_) | Error::Docker(DockerError::NotFound(_)) => {
             StatusCode::NOT_FOUND
         }
-        Error::NotYarn { .. } | Error::NotOnThisNode { .. } => StatusCode::FORBIDDEN,
+        Error::NotYarn { .. }
+        | Error::NotOnThisNode { .. }
+        | Error::Host(HostError::NotOwned { .. }) => StatusCode::FORBIDDEN,
         Error::NodeManager(_) => StatusCode::SERVICE_UNAVAILABLE,
         Error::NoLease
         | Error::Lease(LeaseError::HeldByOther { .. })
@@ -83,6 +86,7 @@ pub fn error_status(e: &Error) -> StatusCode {
         Error::Docker(DockerError::Unreachable(_)) => StatusCode::SERVICE_UNAVAILABLE,
         Error::Docker(_) | Error::Write(WriteError::NotApplied { .. }) => StatusCode::BAD_GATEWAY,
         Error::Cgroup(_)
+        | Error::Host(_)
         | Error::Write(_)
         | Error::Store(_)
         | Error::Internal(_)
@@ -95,7 +99,7 @@ pub fn error_code(e: &Error) -> &'static str {
         Error::BadRequest(_) | Error::Mapping(_) => "bad_request",
         Error::Lease(LeaseError::BadTimeout(_) | LeaseError::BadIdentity) => "bad_request",
         Error::UnknownContainer(_) | Error::Docker(DockerError::NotFound(_)) => "unknown_container",
-        Error::NotYarn { .. } => "not_yarn",
+        Error::NotYarn { .. } | Error::Host(HostError::NotOwned { .. }) => "not_yarn",
         Error::NotOnThisNode { .. } => "not_on_this_node",
         Error::NodeManager(_) => "unavailable",
         Error::NoLease | Error::Lease(_) => "lease",
@@ -106,6 +110,7 @@ pub fn error_code(e: &Error) -> &'static str {
         Error::Docker(DockerError::Unreachable(_)) => "unavailable",
         Error::Docker(_) | Error::Write(WriteError::NotApplied { .. }) => "docker",
         Error::Cgroup(_)
+        | Error::Host(_)
         | Error::Write(_)
         | Error::Store(_)
         | Error::Internal(_)
