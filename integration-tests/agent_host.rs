@@ -31,7 +31,7 @@ const MIB: u64 = 1024 * 1024;
 
 /// Whether this process can create cgroups; `None` (after saying why) when it cannot and
 /// CI is not set; a panic under CI.
-fn cgroups_or_skip(test: &str) -> Option<CgroupMounts> {
+pub fn cgroups_or_skip(test: &str) -> Option<CgroupMounts> {
     let why = match CgroupMounts::read_self() {
         Ok(m) if m.version().is_some() => {
             // SAFETY: geteuid has no preconditions.
@@ -172,12 +172,12 @@ impl Drop for ContainerProcess {
 
 /// Removes a cgroup sub-tree (children first) in every hierarchy, even when the test
 /// fails.
-struct CgroupTreeGuard {
+pub struct CgroupTreeGuard {
     roots: Vec<PathBuf>,
 }
 
 impl CgroupTreeGuard {
-    fn new(mounts: &CgroupMounts, rel: &str) -> CgroupTreeGuard {
+    pub fn new(mounts: &CgroupMounts, rel: &str) -> CgroupTreeGuard {
         let d = mounts.dirs_at(rel).expect("cgroup dirs");
         let mut roots = vec![d.cpu, d.cpuacct, d.memory];
         roots.dedup();

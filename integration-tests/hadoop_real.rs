@@ -1,6 +1,7 @@
 //! Against a real Apache Hadoop YARN started by `deploy/hadoop/cluster.sh`: its
 //! ResourceManager and NodeManager JVMs, real MapReduce jobs submitted over RPC with
-//! `hadoop jar`, and the RM's node resource update.
+//! `hadoop jar`, the RM's node resource update, and the agent's `process` backend on the
+//! NodeManager's real containers.
 //!
 //! Without Java or Maven the tests print why and pass outside CI; under `CI=true` they
 //! fail. Every cluster gets its own work directory and ports, and `cluster.sh down` runs
@@ -10,11 +11,12 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use preemptor::cluster::NodeId;
+use preemptor::agent::{AgentClient, AgentConfig, ContainerBackend};
+use preemptor::cluster::{ContainerState, NodeId};
 use preemptor::config::queues::QueueTree;
 use preemptor::config::settings::PreemptorSettings;
 use preemptor::controller::controller::{ControllerConfig, start};
-use preemptor::resources::Resource;
+use preemptor::resources::{Limits, Resource};
 use preemptor::yarn::RmClient;
 use preemptor::yarn::dto::{
     AppInfo, ApplicationSubmissionContext, Commands, ContainerLaunchContext, ResourceInfo,
@@ -402,4 +404,150 @@ async fn submit_sleeper(
         ..Default::default()
     };
     rm.submit_application(&context).await.expect("submit")
+}
+
+/// The agent in `process` mode suspends a real MapReduce map task (its YarnChild JVM,
+/// found from the NodeManager's pid file) to 1% of a core, resumes it, and the job still
+/// succeeds with no failed attempt; the agent's cgroup goes when the container ends.
+#[test]
+fn the_process_backend_suspends_a_real_map_task_that_then_succeeds() {
+    let test = "the_process_backend_suspends_a_real_map_task_that_then_succeeds";
+    let Some(mounts) = crate::agent_host::cgroups_or_skip(test) else {
+        return;
+    };
+    let Some(c) = Cluster::one_node(test, "4") else {
+        return;
+    };
+    let parent = format!("/preemptor-hadoop-test-{}", std::process::id());
+    let _cgroups = crate::agent_host::CgroupTreeGuard::new(&mounts, &parent);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let state = tempfile::tempdir().expect("state dir");
+        let mut config = AgentConfig::new(
+            crate::agent_support::TOKEN.as_bytes().to_vec(),
+            state.path().to_path_buf(),
+        );
+        config.listen = "127.0.0.1:0".parse().expect("addr");
+        config.containers = ContainerBackend::Process;
+        config.nodemanager = Some(c.h.nm_webapps[0].clone());
+        config.nm_local_dirs = vec![c.h.nm_local_dir(1)];
+        config.agent_cgroup_parent = parent.clone();
+        let agent = preemptor::agent::start(config).await.expect("agent starts");
+        let client = AgentClient::new(
+            &agent.url(),
+            crate::agent_support::TOKEN,
+            Duration::from_secs(60),
+        )
+        .expect("client");
+
+        let log = c.dir.path().join("sleepjob.log");
+        let out = std::fs::File::create(&log).expect("log file");
+        let mut job =
+            c.h.tool(
+                "hadoop",
+                &[
+                    "org.apache.hadoop.mapreduce.SleepJob",
+                    "-Dmapreduce.job.queuename=batch",
+                    "-m",
+                    "1",
+                    "-r",
+                    "0",
+                    "-mt",
+                    "20000",
+                ],
+            )
+            // `hadoop jar` of the tests jar fails (its driver needs classes of another
+            // tests jar): SleepJob by class name (docs/hadoop-local.md).
+            .env("HADOOP_CLASSPATH", &c.h.tests_jar)
+            .stdout(out.try_clone().expect("log"))
+            .stderr(out)
+            .spawn()
+            .expect("hadoop SleepJob");
+
+        // The map task: a running container that is not the AM, whose JVM is up.
+        let nm = c.h.nm_webapps[0].clone();
+        let map = wait_for("a running map task", Duration::from_secs(120), || {
+            let (nm, client) = (nm.clone(), client.clone());
+            async move {
+                let listing = get_json(&format!("{nm}/ws/v1/node/containers"), None).await;
+                let ids: Vec<String> = listing["containers"]["container"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|c| c["state"] == "RUNNING")
+                    .filter_map(|c| c["id"].as_str().map(str::to_string))
+                    .filter(|id| !id.ends_with("_000001"))
+                    .collect();
+                for id in ids {
+                    if client.container(&id).await.is_ok_and(|s| s.running) {
+                        return Some(id);
+                    }
+                }
+                None
+            }
+        })
+        .await;
+        client
+            .renew_lease("test", Some(Duration::from_secs(120)))
+            .await
+            .expect("lease");
+        let r = client
+            .suspend(&map, Resource::new(1024, 1), Limits::new(1024, 10))
+            .await
+            .unwrap_or_else(|e| panic!("suspend {map}: {e}"));
+        assert_eq!(r.state, ContainerState::Suspended);
+        let dirs = mounts.dirs_at(&format!("{parent}/{map}")).expect("dirs");
+        assert_eq!(
+            dirs.read_limits().expect("limits").cpu_quota_us,
+            Some(1_000)
+        );
+        let procs = std::fs::read_to_string(dirs.cpu.join("cgroup.procs")).expect("procs");
+        let jvm = procs
+            .lines()
+            .filter_map(|p| p.trim().parse::<u32>().ok())
+            .find(|p| {
+                std::fs::read(format!("/proc/{p}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains("YarnChild"))
+            });
+        assert!(
+            jvm.is_some(),
+            "the YarnChild JVM is not in {}: {procs}",
+            dirs.cpu.display()
+        );
+        let u0 = dirs.cpu_usage_ns().expect("usage");
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let used = dirs.cpu_usage_ns().expect("usage").saturating_sub(u0);
+        eprintln!(
+            "suspended map task used {:.1} ms of CPU in 10 s",
+            used as f64 / 1e6
+        );
+        assert!(used < 500_000_000, "used {used} ns in 10 s at 1% of a core");
+        client.resume(&map).await.expect("resume");
+        assert_eq!(dirs.read_limits().expect("limits").cpu_quota_us, None);
+
+        let status = tokio::task::spawn_blocking(move || job.wait())
+            .await
+            .expect("join")
+            .expect("wait for hadoop jar");
+        let output = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(status.success(), "SleepJob failed: {output}");
+        assert!(
+            !output.contains("Failed map tasks=") && !output.contains("Killed map tasks="),
+            "attempts failed or were killed: {output}"
+        );
+        wait_for(
+            "the ended map's cgroup removed",
+            Duration::from_secs(30),
+            || {
+                let d = dirs.cpu.clone();
+                async move { (!d.exists()).then_some(()) }
+            },
+        )
+        .await;
+        agent.shutdown().await;
+    });
 }

@@ -42,6 +42,10 @@ pub struct Hadoop {
     pub rm: String,
     pub conf_dir: String,
     pub examples_jar: String,
+    /// SleepJob's jar.
+    pub tests_jar: String,
+    /// Every NodeManager's web address, in order (`nm-1`, `nm-2`, ...).
+    pub nm_webapps: Vec<String>,
 }
 
 impl Hadoop {
@@ -53,6 +57,8 @@ impl Hadoop {
             rm: String::new(),
             conf_dir: String::new(),
             examples_jar: String::new(),
+            tests_jar: String::new(),
+            nm_webapps: Vec::new(),
         };
         let out = h.up_again(args);
         for line in out.lines() {
@@ -63,6 +69,10 @@ impl Hadoop {
                 h.conf_dir = unquote(v);
             } else if let Some(v) = line.strip_prefix("HADOOP_EXAMPLES_JAR=") {
                 h.examples_jar = unquote(v);
+            } else if let Some(v) = line.strip_prefix("HADOOP_TESTS_JAR=") {
+                h.tests_jar = unquote(v);
+            } else if let Some(v) = line.strip_prefix("NM_WEBAPPS=") {
+                h.nm_webapps = unquote(v).split(',').map(str::to_string).collect();
             }
         }
         assert!(h.rm.starts_with("http://"), "no RM_WEBAPP in {out:?}");
@@ -72,6 +82,11 @@ impl Hadoop {
             "no examples jar in {out:?}"
         );
         h
+    }
+
+    /// NodeManager `i`'s (1-based) yarn.nodemanager.local-dirs.
+    pub fn nm_local_dir(&self, i: usize) -> PathBuf {
+        self.work.join(format!("nm-{i}")).join("local")
     }
 
     /// `cluster.sh up` on this work directory again; its stdout.
