@@ -69,6 +69,7 @@ async fn http_errors_follow_the_contract() {
     let health = a.client.health().await.expect("healthz");
     assert_eq!(health.status, "ok");
     assert!(!health.dry_run);
+    assert_eq!(health.containers, "docker");
 
     // 413 on an oversized body.
     let huge = format!(

@@ -564,6 +564,8 @@ async fn yarn_cgroups_backend_throttles_yarns_cgroup_and_restores_exactly() {
 
     // The agent lists it from YARN's hierarchy.
     let agent = Agent::start(c.clone()).await;
+    let health = agent.client.health().await.expect("healthz");
+    assert_eq!(health.containers, "yarn-cgroups");
     let listed = agent.client.containers().await.expect("containers");
     assert!(
         listed

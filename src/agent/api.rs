@@ -293,6 +293,9 @@ pub struct Health {
     pub dry_run: bool,
     pub cgroup_version: Option<super::limits::CgroupVersion>,
     pub path: WritePath,
+    /// The container backend: `docker`, `yarn-cgroups`, `process`, or `dry-run`.
+    #[serde(default)]
+    pub containers: String,
     /// Whether the kernel accounts memory+swap (needed to enforce Docker's MemorySwap).
     pub swap_accounting: Option<bool>,
     pub store: Option<super::store::LoadReport>,

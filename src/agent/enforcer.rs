@@ -406,6 +406,14 @@ impl Enforcer {
         !self.is_dry_run()
     }
 
+    pub fn backend_name(&self) -> &'static str {
+        match &self.runtime {
+            Runtime::Live { .. } => "docker",
+            Runtime::Host(h) => h.backend().name(),
+            Runtime::DryRun => "dry-run",
+        }
+    }
+
     pub fn host(&self) -> Option<&HostContainers> {
         match &self.runtime {
             Runtime::Host(h) => Some(h),

@@ -199,6 +199,7 @@ async fn health(State(st): State<Arc<AppState>>) -> Json<Health> {
         dry_run: e.is_dry_run(),
         cgroup_version: e.cgroup_version(),
         path: e.settings().path,
+        containers: e.backend_name().into(),
         swap_accounting: e.swap_accounting(),
         store: e.store_report().cloned(),
     })
