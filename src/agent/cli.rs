@@ -118,15 +118,22 @@ pub struct AgentArgs {
     )]
     pub containers: super::ContainerBackend,
 
+    /// The NodeManager's yarn-site.xml: --nm-local-dirs, --yarn-cgroup-hierarchy and
+    /// --nodemanager are read from it where not given (yarn.nodemanager.local-dirs,
+    /// ...linux-container-executor.cgroups.hierarchy, yarn.nodemanager.webapp.address).
+    #[arg(long, env = "PREEMPTOR_AGENT_YARN_SITE")]
+    pub yarn_site: Option<PathBuf>,
+
     /// The NodeManager's yarn.nodemanager.local-dirs, comma-separated: where the process
     /// backend finds nmPrivate/<app>/<container>/<container>.pid.
     #[arg(long, value_delimiter = ',')]
     pub nm_local_dirs: Vec<PathBuf>,
 
     /// YARN's cgroup hierarchy below each controller's mount point
-    /// (yarn.nodemanager.linux-container-executor.cgroups.hierarchy).
-    #[arg(long, default_value = super::YARN_CGROUP_HIERARCHY)]
-    pub yarn_cgroup_hierarchy: String,
+    /// (yarn.nodemanager.linux-container-executor.cgroups.hierarchy) [default:
+    /// /hadoop-yarn].
+    #[arg(long)]
+    pub yarn_cgroup_hierarchy: Option<String>,
 
     /// Where the process backend creates its per-container cgroups, below each
     /// controller's mount point.
@@ -150,6 +157,56 @@ pub enum AgentError {
     Start(#[from] StartError),
     #[error("waiting for a shutdown signal: {0}")]
     Signal(std::io::Error),
+    #[error("--yarn-site: {0}")]
+    YarnSite(#[from] crate::config::error::ConfigError),
+}
+
+/// What the agent takes from the NodeManager's yarn-site.xml.
+#[derive(Debug, Default, PartialEq)]
+pub struct NodeManagerSite {
+    pub local_dirs: Vec<PathBuf>,
+    pub cgroup_hierarchy: Option<String>,
+    /// `http(s)://host:port`; a wildcard host becomes loopback (the agent runs beside it).
+    pub webapp: Option<String>,
+}
+
+impl NodeManagerSite {
+    pub fn read(path: &std::path::Path) -> Result<NodeManagerSite, AgentError> {
+        let mut conf = crate::config::xml::Configuration::new();
+        conf.add_file(path)?;
+        let local_dirs = conf
+            .get("yarn.nodemanager.local-dirs")?
+            .map(|v| {
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|d| !d.is_empty())
+                    .map(|d| PathBuf::from(d.strip_prefix("file://").unwrap_or(d)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let https = conf
+            .get("yarn.http.policy")?
+            .is_some_and(|p| p.trim() == "HTTPS_ONLY");
+        let (key, scheme) = if https {
+            ("yarn.nodemanager.webapp.https.address", "https")
+        } else {
+            ("yarn.nodemanager.webapp.address", "http")
+        };
+        let webapp = conf.get(key)?.map(|a| {
+            let a = a.trim();
+            let a = a
+                .strip_prefix("0.0.0.0:")
+                .map_or_else(|| a.to_string(), |port| format!("127.0.0.1:{port}"));
+            format!("{scheme}://{a}")
+        });
+        Ok(NodeManagerSite {
+            local_dirs,
+            cgroup_hierarchy: conf
+                .get("yarn.nodemanager.linux-container-executor.cgroups.hierarchy")?
+                .map(|h| h.trim().to_string()),
+            webapp,
+        })
+    }
 }
 
 /// `30s`, `500ms`, `2m`, `1h`, or plain seconds.
@@ -182,6 +239,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 impl AgentArgs {
     pub fn to_config(&self) -> Result<AgentConfig, AgentError> {
         let token = read_token_file(&self.token_file)?;
+        let site = match &self.yarn_site {
+            Some(p) => NodeManagerSite::read(p)?,
+            None => NodeManagerSite::default(),
+        };
         if !(super::lease::MIN_TIMEOUT..=super::lease::MAX_TIMEOUT).contains(&self.lease_timeout) {
             return Err(AgentError::Invalid(format!(
                 "--lease-timeout {:?} is outside 100ms ..= 1h",
@@ -233,10 +294,18 @@ impl AgentArgs {
             memory_timeout: self.memory_timeout,
             proactive_reclaim: !self.no_proactive_reclaim,
             tls,
-            nodemanager: self.nodemanager.clone(),
+            nodemanager: self.nodemanager.clone().or(site.webapp),
             containers: self.containers,
-            nm_local_dirs: self.nm_local_dirs.clone(),
-            yarn_cgroup_hierarchy: self.yarn_cgroup_hierarchy.clone(),
+            nm_local_dirs: if self.nm_local_dirs.is_empty() {
+                site.local_dirs
+            } else {
+                self.nm_local_dirs.clone()
+            },
+            yarn_cgroup_hierarchy: self
+                .yarn_cgroup_hierarchy
+                .clone()
+                .or(site.cgroup_hierarchy)
+                .unwrap_or_else(|| super::YARN_CGROUP_HIERARCHY.to_string()),
             agent_cgroup_parent: self.agent_cgroup_parent.clone(),
         })
     }
@@ -288,6 +357,72 @@ mod tests {
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("5d").is_err());
         assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn the_nodemanagers_yarn_site_fills_what_flags_leave_out() {
+        let tmp = tempfile::tempdir().unwrap();
+        let token = tmp.path().join("token");
+        std::fs::write(&token, "abc123").unwrap();
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let site = tmp.path().join("yarn-site.xml");
+        std::fs::write(
+            &site,
+            r#"<?xml version="1.0"?>
+<configuration>
+  <property><name>yarn.nodemanager.hostname</name><value>0.0.0.0</value></property>
+  <property><name>yarn.nodemanager.webapp.address</name><value>${yarn.nodemanager.hostname}:8042</value></property>
+  <property><name>yarn.nodemanager.local-dirs</name><value>file:///data1/yarn/local, /data2/yarn/local</value></property>
+  <property><name>yarn.nodemanager.linux-container-executor.cgroups.hierarchy</name><value>/yarn</value></property>
+</configuration>
+"#,
+        )
+        .unwrap();
+        let args = |extra: &[&str]| {
+            let mut v = vec![
+                "agent",
+                "--token-file",
+                token.to_str().unwrap(),
+                "--yarn-site",
+                site.to_str().unwrap(),
+            ];
+            v.extend_from_slice(extra);
+            Wrap::try_parse_from(v).unwrap().args.to_config().unwrap()
+        };
+        let c = args(&[]);
+        assert_eq!(c.nodemanager.as_deref(), Some("http://127.0.0.1:8042"));
+        assert_eq!(
+            c.nm_local_dirs,
+            [
+                PathBuf::from("/data1/yarn/local"),
+                PathBuf::from("/data2/yarn/local")
+            ]
+        );
+        assert_eq!(c.yarn_cgroup_hierarchy, "/yarn");
+        let c = args(&[
+            "--nodemanager",
+            "http://nm1:8042",
+            "--nm-local-dirs",
+            "/x",
+            "--yarn-cgroup-hierarchy",
+            "/y",
+        ]);
+        assert_eq!(c.nodemanager.as_deref(), Some("http://nm1:8042"));
+        assert_eq!(c.nm_local_dirs, [PathBuf::from("/x")]);
+        assert_eq!(c.yarn_cgroup_hierarchy, "/y");
+
+        std::fs::write(&site, "<configuration><property><name>a</name>").unwrap();
+        let w = Wrap::try_parse_from([
+            "agent",
+            "--token-file",
+            token.to_str().unwrap(),
+            "--yarn-site",
+            site.to_str().unwrap(),
+        ])
+        .unwrap();
+        let e = w.args.to_config().unwrap_err().to_string();
+        assert!(e.starts_with("--yarn-site: "), "{e}");
+        assert!(e.contains("yarn-site.xml"), "{e}");
     }
 
     #[test]
