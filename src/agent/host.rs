@@ -233,12 +233,14 @@ impl HostContainers {
             }
             (HostBackend::YarnCgroups, Some(p)) => (!p.is_empty(), p.first().copied()),
             (HostBackend::Process, Some(p)) if !p.is_empty() => (true, p.first().copied()),
-            (HostBackend::Process, adopted) => match self.root_pid(id)? {
-                Some(pid) => (true, Some(pid)),
-                // Adopted once, now empty: the container has ended.
-                None if adopted.is_some() => (false, None),
-                None if self.pid_file(id).is_some() => (false, None),
-                None => return Err(HostError::NotFound(reference.to_string())),
+            (HostBackend::Process, adopted) => match self.root_pid(id) {
+                Ok(Some(pid)) => (true, Some(pid)),
+                // Adopted once, now empty: the container has ended (and its pid may
+                // name another process by now).
+                Ok(None) | Err(HostError::NotOwned { .. }) if adopted.is_some() => (false, None),
+                Ok(None) if self.pid_file(id).is_some() => (false, None),
+                Ok(None) => return Err(HostError::NotFound(reference.to_string())),
+                Err(e) => return Err(e),
             },
         };
         Ok(Inspected {
