@@ -91,6 +91,13 @@ pub struct SuspendSettings {
     /// `yarn.preemptor.suspend.resume-delay`: D, how many times a suspended container
     /// must be picked for resumption before it really resumes.
     pub resume_delay: u32,
+    /// `yarn.preemptor.suspend.max-duration-ms`: a container suspended this long is
+    /// resumed, before the framework's own timeout (spark.network.timeout,
+    /// mapreduce.task.timeout) gives up on it; 0 for no limit.
+    pub max_duration_ms: u64,
+    /// `yarn.preemptor.suspend.rest-ms`: after such a resume, how long the container
+    /// runs before it may be suspended again (long enough to report).
+    pub rest_ms: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -267,6 +274,12 @@ impl Default for PolicySettings {
             suspend: SuspendSettings {
                 footprint: Limits::MIN_FOOTPRINT,
                 resume_delay: 3,
+                // Below Spark's default spark.network.timeout (120 s), the shortest; above
+                // the 2W = 100 s a starved LAS task may wait by default.
+                max_duration_ms: 110_000,
+                // Above spark.executor.heartbeatInterval (10 s) and several MapReduce
+                // status reports (3 s).
+                rest_ms: 15_000,
             },
             graceful: GracefulSettings {
                 step: Resource::new(4096, 2),
@@ -685,6 +698,16 @@ fn read_suspend(r: &mut Reader<'_>, d: &SuspendSettings) -> SuspendSettings {
             "yarn.preemptor.suspend.resume-delay",
             d.resume_delay,
             parse_unsigned,
+        ),
+        max_duration_ms: r.get(
+            "yarn.preemptor.suspend.max-duration-ms",
+            d.max_duration_ms,
+            parse_duration_ms,
+        ),
+        rest_ms: r.get(
+            "yarn.preemptor.suspend.rest-ms",
+            d.rest_ms,
+            parse_duration_ms,
         ),
     }
 }

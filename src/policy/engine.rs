@@ -56,6 +56,7 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
     t.actions.reserve(room);
     t.places.reserve(room);
     t.release_unmanaged();
+    t.end_long_suspensions();
     let (loads, acc) = t.share_based();
     if t.las_active {
         t.las();
@@ -881,6 +882,63 @@ impl<'a> Tick<'a> {
         }
     }
 
+    /// A suspension that reached `suspend.max-duration-ms` ends, whatever the policy:
+    /// the framework's own timeout would otherwise give up on the container
+    /// (docs/operator-guide.md, section 8). It then rests for `suspend.rest-ms`, time to
+    /// report, before any policy may take it again; its queue's other containers are
+    /// taken instead.
+    fn end_long_suspensions(&mut self) {
+        let s = self.s;
+        let max = s.suspend.max_duration_ms;
+        if max == 0 || s.kind == PolicyKind::None {
+            return;
+        }
+        let view = self.view;
+        let mut due: Vec<(ContainerIdx, PolicyKind, Millis)> = Vec::new();
+        for w in self.waiting {
+            let ci = w.container;
+            let policy = self.policy[w.app.get()];
+            if w.state != ContainerState::Suspended
+                || policy == PolicyKind::None
+                || self.acted.contains(ci)
+            {
+                continue;
+            }
+            if let Some(at) = self.memos.get(ci).suspended_at
+                && self.now >= at.saturating_add(max)
+            {
+                due.push((ci, policy, at));
+            }
+        }
+        // The view lists them in no particular order: act in id order.
+        due.sort_unstable_by_key(|&(ci, _, _)| view.container(ci).id);
+        for (ci, policy, at) in due {
+            let c = view.container(ci);
+            let n = c.node.get();
+            // LAS lends room on its node only; the others advertise it to the RM.
+            let room = if policy == PolicyKind::Las {
+                Room::Local(n)
+            } else {
+                Room::Advertised(n)
+            };
+            let rest = s.suspend.rest_ms;
+            let reason = why!(
+                self,
+                "suspended for {}, the most yarn.preemptor.suspend.max-duration-ms allows before the framework's own timeout could give up on it; it runs at least {} before it may be taken again",
+                Secs(self.now - at),
+                Secs(rest)
+            );
+            self.resume_fully(ci, policy, room, reason);
+            let until = self.now.saturating_add(rest);
+            self.memos.update(ci, c.id, |m| m.rest_until = Some(until));
+        }
+    }
+
+    /// Resumed by [`Self::end_long_suspensions`] and still resting.
+    fn resting(&self, ci: ContainerIdx) -> bool {
+        self.memos.get(ci).rest_until.is_some_and(|t| self.now < t)
+    }
+
     fn queue_loads(&self) -> Vec<QueueLoad> {
         let s = self.s;
         self.view
@@ -1162,6 +1220,7 @@ impl<'a> Tick<'a> {
             && c.managed
             && matches!(c.state, ContainerState::Running | ContainerState::Shrunk)
             && !self.limits(c).fits_in(&self.floor(c))
+            && !self.resting(ci)
     }
 
     /// BIG-C Algorithm 2 on one over-served queue: jobs by longest remaining time,
@@ -1559,7 +1618,10 @@ impl<'a> Tick<'a> {
             if !c.is_live() {
                 continue;
             }
-            if self.policy[c.app.get()] == PolicyKind::Las && c.managed && !self.acted.contains(ci)
+            if self.policy[c.app.get()] == PolicyKind::Las
+                && c.managed
+                && !self.acted.contains(ci)
+                && !self.resting(ci)
             {
                 idx.push(ci);
             } else {
@@ -1859,6 +1921,9 @@ impl<'a> Tick<'a> {
         let Some(ci) = candidate else {
             return false;
         };
+        if self.resting(ci) {
+            return false;
+        }
         let c = view.container(ci);
         let freed = self.ledger.node_room(n) + (self.held(c) - self.held_at(c, self.floor(c)));
         let facts = DiceNodeFacts {

@@ -107,6 +107,9 @@ pub(crate) struct Memo {
     pub quantum_start: Option<Millis>,
     /// Dice: how often it was suspended (at most `max_suspensions`).
     pub dice_suspensions: u32,
+    /// Resumed because its suspension reached `suspend.max-duration-ms`: no policy takes
+    /// it again before this.
+    pub rest_until: Option<Millis>,
 }
 
 impl Memo {
@@ -269,7 +272,7 @@ const NO_MEMO: u32 = u32::MAX;
 #[derive(Clone, Copy, Debug)]
 #[repr(align(64))]
 struct Packed {
-    times: [u64; 5],
+    times: [u64; 6],
     counts: [u32; 3],
 }
 
@@ -277,7 +280,7 @@ impl Packed {
     const NONE: u64 = u64::MAX;
     /// [`Memo::default`]: nothing to remember.
     const EMPTY: Packed = Packed {
-        times: [Self::NONE; 5],
+        times: [Self::NONE; 6],
         counts: [0; 3],
     };
 
@@ -291,6 +294,7 @@ impl Packed {
                 t(m.last_step_at),
                 t(m.kill_marked_at),
                 t(m.quantum_start),
+                t(m.rest_until),
             ],
             counts: [m.resume_picks, m.las_preemptions, m.dice_suspensions],
         }
@@ -305,6 +309,7 @@ impl Packed {
             last_step_at: t(2),
             kill_marked_at: t(3),
             quantum_start: t(4),
+            rest_until: t(5),
             resume_picks: self.counts[0],
             las_preemptions: self.counts[1],
             dice_suspensions: self.counts[2],
@@ -757,6 +762,7 @@ mod tests {
             las_preemptions: u32::MAX,
             quantum_start: Some(9),
             dice_suspensions: 1,
+            rest_until: Some(11),
         };
         for m in [Memo::default(), full] {
             let p = Packed::pack(&m);

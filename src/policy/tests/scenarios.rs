@@ -117,6 +117,51 @@ fn bigc_immediate_suspends_the_fewest_newest_containers_covering_the_request() {
     }
 }
 
+/// A suspension that reaches `suspend.max-duration-ms` ends before a framework's own
+/// timeout could give up on the container; while it rests, its queue's next newest
+/// containers are taken instead, and after the rest it may be taken again.
+#[test]
+fn a_suspension_ends_at_the_max_duration_and_the_container_rests() {
+    let view = bigc_cluster(2);
+    let mut s = settings(PolicyKind::Immediate);
+    s.natural_termination_factor = 1.0;
+    let (max, rest) = (s.suspend.max_duration_ms, s.suspend.rest_ms);
+    let mut state = PolicyState::new(s);
+    let t0 = 120_000;
+    let (plan, view) = tick(&view, &mut state, t0);
+    assert_eq!(targets(&plan), [("suspend", 21), ("suspend", 20)]);
+    let (plan, view) = tick(&view, &mut state, t0 + max - 1);
+    assert_eq!(targets(&plan), []);
+    let (plan, view) = tick(&view, &mut state, t0 + max);
+    assert_eq!(
+        targets(&plan),
+        [
+            ("resume", 20),
+            ("resume", 21),
+            ("suspend", 19),
+            ("suspend", 18)
+        ]
+    );
+    assert!(
+        plan.actions[0].reason.contains("max-duration-ms"),
+        "{}",
+        plan.actions[0].reason
+    );
+    // Rested, the first two are the newest again once the others reach the limit.
+    let (plan, view) = tick(&view, &mut state, t0 + max + rest);
+    assert_eq!(targets(&plan), []);
+    let (plan, _) = tick(&view, &mut state, t0 + 2 * max);
+    assert_eq!(
+        targets(&plan),
+        [
+            ("resume", 18),
+            ("resume", 19),
+            ("suspend", 21),
+            ("suspend", 20)
+        ]
+    );
+}
+
 /// The victim walk takes the same containers in the same order whether a job's
 /// containers are listed oldest first (walked backwards, stopping early) or not
 /// (sorted): over rounds that shrink, suspend or mark every task and then reach the

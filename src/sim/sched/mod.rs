@@ -282,7 +282,15 @@ impl Default for SchedParams {
             hop_limit: 100,
             retry_delay: MICROS_PER_SEC,
             max_retry_delay: 64 * MICROS_PER_SEC,
-            policy: PolicySettings::default(),
+            policy: PolicySettings {
+                // The papers' schedulers cap no suspension: a simulated task has no
+                // framework timeout to outlive.
+                suspend: crate::config::settings::SuspendSettings {
+                    max_duration_ms: 0,
+                    ..PolicySettings::default().suspend
+                },
+                ..PolicySettings::default()
+            },
             policy_ticks: PolicyTicks::default(),
         }
     }
