@@ -364,14 +364,23 @@ async fn process_backend_moves_the_tree_throttles_and_restores_exactly() {
         .dirs_at(&format!("{parent}/{container}"))
         .expect("dirs");
 
-    // Moved at the first action; the whole session is inside, and a child forked later
-    // starts inside too.
+    // Moved, unchanged, as soon as the NodeManager lists it; the whole session is
+    // inside, and a child forked later starts inside too.
     wait_until(Duration::from_secs(10), "the shell and yes", || {
         let n = proc.session().len();
         async move { n >= 2 }
     })
     .await;
     let agent = Agent::start(c.clone()).await;
+    let root = proc.pid();
+    let path = format!("{parent}/{container}");
+    wait_until(Duration::from_secs(10), "the container moved", || {
+        let moved = cgroup_of(root).contains(&path);
+        async move { moved }
+    })
+    .await;
+    assert_eq!(limits(&dirs).cpu_quota_us, None, "moved, not limited");
+    assert_eq!(limits(&dirs).memory_bytes, None, "moved, not limited");
     agent
         .client
         .renew_lease("test", Some(Duration::from_secs(60)))

@@ -22,7 +22,7 @@ use super::api::{
 };
 use super::cgroup::{CgroupDirs, CgroupError, CgroupMounts, read_proc_cgroup};
 use super::docker::{DockerClient, DockerError, DockerEvent, Inspected};
-use super::host::{HostContainers, HostError};
+use super::host::{HostBackend, HostContainers, HostError};
 use super::lease::{Lease, LeaseError};
 use super::limits::{
     CgroupLimits, CgroupVersion, DockerCpu, DockerLimits, MIB, MappingError, OriginalLimits,
@@ -1782,11 +1782,13 @@ impl Enforcer {
     }
 
     /// Forgets changed containers whose processes have all ended (the host backends
-    /// have no event stream), and removes the process backend's empty cgroups.
+    /// have no event stream), removes the process backend's empty cgroups, and moves
+    /// new containers the NodeManager lists into cgroups of their own.
     pub async fn on_host_tick(&self) {
         let Some(host) = self.host() else {
             return;
         };
+        self.adopt_listed(host).await;
         let tracked: Vec<(ContainerId, String)> = lock(&self.tracked)
             .iter()
             .map(|(id, t)| (*id, t.record.docker_id.clone()))
@@ -1814,6 +1816,37 @@ impl Enforcer {
         for id in host.remove_ended() {
             lock(&self.dirs_cache).remove(&id.to_string());
             self.drop_idle_lock(id);
+        }
+    }
+
+    /// process: moves every container the NodeManager lists into its own cgroup as soon
+    /// as its process runs, unchanged (unlimited). Memory a process touched before the
+    /// move stays charged to its old cgroup where the kernel refuses
+    /// `memory.move_charge_at_immigrate` (cgroup v1 on 6.x), so the earlier the move,
+    /// the more of a JVM's heap a later limit covers.
+    async fn adopt_listed(&self, host: &HostContainers) {
+        let (HostBackend::Process, Some(nm)) = (host.backend(), &self.nodemanager) else {
+            return;
+        };
+        let listed = match nm.containers(false).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::debug!(error = %e, "NodeManager listing for adoption");
+                return;
+            }
+        };
+        for &id in listed.iter() {
+            if host.adopted(id) {
+                continue;
+            }
+            match host.adopt_if_running(id) {
+                Ok(true) => tracing::debug!(container = %id, "moved into its own cgroup"),
+                Ok(false) => {}
+                // The first action on it reports the same error to the controller.
+                Err(e) => {
+                    tracing::debug!(container = %id, error = %e, "not moved into a cgroup of its own")
+                }
+            }
         }
     }
 

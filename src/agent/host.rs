@@ -279,6 +279,21 @@ impl HostContainers {
         }
     }
 
+    /// Whether the container has a cgroup of the agent's already.
+    pub fn adopted(&self, id: ContainerId) -> bool {
+        self.dirs(id).is_ok_and(|d| d.cpu.is_dir())
+    }
+
+    /// process: moves the container's processes into their own cgroup if its pid file
+    /// names a running process of it. Returns whether it did.
+    pub fn adopt_if_running(&self, id: ContainerId) -> Result<bool, HostError> {
+        if self.backend != HostBackend::Process || self.root_pid(id)?.is_none() {
+            return Ok(false);
+        }
+        self.adopt(id, &self.dirs(id)?)?;
+        Ok(true)
+    }
+
     /// Moves the container's process tree into its own cgroup. Idempotent: later calls
     /// pick up processes that escaped (none should: children start in their parent's).
     fn adopt(&self, id: ContainerId, dirs: &CgroupDirs) -> Result<(), HostError> {
@@ -296,7 +311,10 @@ impl HostContainers {
             // kernels deprecate this file; the limit still applies to new charges.
             let f = dirs.memory.join("memory.move_charge_at_immigrate");
             if let Err(e) = std::fs::write(&f, "3") {
-                tracing::debug!(file = %f.display(), error = %e, "move_charge_at_immigrate not set");
+                static WARNED: std::sync::Once = std::sync::Once::new();
+                WARNED.call_once(|| {
+                    tracing::warn!(file = %f.display(), error = %e, "the kernel does not move memory charges with a process: pages a container touched before it was moved stay charged to its old cgroup, and a lowered limit covers only what it touches later");
+                });
             }
         }
         let Some(root) = root else {
