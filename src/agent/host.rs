@@ -398,13 +398,19 @@ impl HostContainers {
         Ok(out.into_iter().collect())
     }
 
-    /// Containers that have a cgroup under the parent.
+    /// Containers that have a cgroup under the parent, in any hierarchy (a removal may
+    /// have left one behind in another).
     fn cgroups(&self) -> Result<Vec<ContainerId>, HostError> {
         let dirs = self.mounts.dirs_at(&self.parent)?;
-        Ok(read_dir_names(&dirs.cpu)?
-            .into_iter()
-            .filter_map(|n| n.parse().ok())
-            .collect())
+        let mut out = BTreeSet::new();
+        for d in distinct(&dirs) {
+            out.extend(
+                read_dir_names(d)?
+                    .into_iter()
+                    .filter_map(|n| n.parse::<ContainerId>().ok()),
+            );
+        }
+        Ok(out.into_iter().collect())
     }
 
     /// process: removes the agent's cgroups whose processes have all ended. Returns the
@@ -423,7 +429,10 @@ impl HostContainers {
         let mut removed = Vec::new();
         for id in ids {
             let Ok(dirs) = self.dirs(id) else { continue };
-            if !matches!(procs(&dirs.cpu), Ok(p) if p.is_empty()) {
+            if !distinct(&dirs)
+                .into_iter()
+                .all(|d| matches!(procs(d), Ok(p) if p.is_empty()))
+            {
                 continue;
             }
             // A container whose pid file names a live process is only starting.
@@ -435,6 +444,8 @@ impl HostContainers {
                 match std::fs::remove_dir(d) {
                     Ok(()) => {}
                     Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    // Its last processes are still exiting: the next tick tries again.
+                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) => ok = false,
                     Err(e) => {
                         ok = false;
                         tracing::warn!(dir = %d.display(), error = %e, "removing an ended container's cgroup");
@@ -448,6 +459,38 @@ impl HostContainers {
         }
         removed
     }
+}
+
+/// Removes the cgroup at `rel` and every cgroup below it, children first, in every
+/// hierarchy: for whoever created an agent's parent cgroup (the demo, tests) once its
+/// containers have ended. A cgroup whose processes are still exiting gets 2 s.
+pub fn remove_tree(mounts: &CgroupMounts, rel: &str) -> Result<(), HostError> {
+    let rel = clean_parent(rel)?;
+    let dirs = mounts.dirs_at(&rel)?;
+    for top in distinct(&dirs) {
+        let mut all = Vec::new();
+        let mut stack = vec![top.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            stack.extend(read_dir_names(&d)?.into_iter().map(|n| d.join(n)));
+            all.push(d);
+        }
+        // Children were pushed after their parents.
+        for d in all.iter().rev() {
+            let mut tries = 0;
+            loop {
+                match std::fs::remove_dir(d) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) && tries < 40 => {
+                        tries += 1;
+                        std::thread::sleep(std::time::Duration::from_millis(50));
+                    }
+                    Err(e) => return Err(io_err("removing", d)(e)),
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The distinct directories of a cgroup (v1 may co-mount cpu and cpuacct; v2 has one).
