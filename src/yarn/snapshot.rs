@@ -30,8 +30,9 @@ pub struct RmSnapshot {
     /// RUNNING and ACCEPTED applications, with their outstanding resource requests.
     /// Every `id` parses as an [`ApplicationId`].
     pub apps: Vec<AppInfo>,
-    /// The containers of the RUNNING applications' current attempts that hold
-    /// resources (`containerState` NEW, i.e. allocated, or RUNNING). Every
+    /// The containers of the RUNNING applications' current attempts (and of ACCEPTED
+    /// ones whose AM container is allocated) that hold resources (`containerState`
+    /// NEW, i.e. allocated, or RUNNING). Every
     /// `containerId` parses as a [`ContainerId`].
     pub containers: Vec<ContainerInfo>,
     /// Every node the RM knows, with a non-empty `id`.
@@ -67,9 +68,16 @@ impl RmClient {
                     .map_err(|e| ("id", e.to_string()))
             },
         );
+        // An ACCEPTED application whose AM container is allocated (the RM names its
+        // logs) holds that container until the AM registers: on a busy node a Spark AM
+        // takes tens of seconds, and unseen it would look like free room.
         let running: Vec<(ApplicationId, Option<u32>)> = apps
             .iter()
-            .filter(|a| a.state == YarnApplicationState::Running)
+            .filter(|a| {
+                a.state == YarnApplicationState::Running
+                    || (a.state == YarnApplicationState::Accepted
+                        && attempt_of_am_logs(&a.am_container_logs).is_some())
+            })
             .filter_map(|a| Some((a.id.parse().ok()?, attempt_of_am_logs(&a.am_container_logs))))
             .collect();
         let fetched = join_all(
