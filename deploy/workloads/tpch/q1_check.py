@@ -16,7 +16,8 @@ DuckDB (in the driver's Python), and compares every row:
     Python Decimals (both engines sum DECIMAL(15,2) columns exactly);
   - the averages within half a unit of Spark's last place plus 1e-9 relative: Spark's
     avg of a DECIMAL(15,2) is a DECIMAL(19,6) rounded half-up, DuckDB's is a DOUBLE.
-Prints both answers, then "Q1 spark == duckdb: N rows" and exits 0 when they agree;
+Prints the task attempts Spark's status tracker counted ("spark tasks: N completed, M
+failed"), both answers, then "Q1 spark == duckdb: N rows" and exits 0 when they agree;
 exits 1 on any difference and 2 when pyspark or duckdb is missing.
 
 Needs pyspark and duckdb in the driver's Python (pip install pyspark==4.3.0 duckdb).
@@ -26,6 +27,7 @@ import argparse
 import decimal
 import string
 import sys
+import time
 from pathlib import Path
 
 try:
@@ -73,6 +75,21 @@ def differences(spark_rows, duck_rows):
     return problems
 
 
+def task_counts(sc):
+    """Completed and failed task attempts of this application's stages, as Spark's status
+    tracker reports them (failed: lost executors, killed containers, errors)."""
+    tracker = sc.statusTracker()
+    completed = failed = 0
+    for job in tracker.getJobIdsForGroup(None):
+        info = tracker.getJobInfo(job)
+        for stage in info.stageIds if info else ():
+            s = tracker.getStageInfo(stage)
+            if s:
+                completed += s.numCompletedTasks
+                failed += s.numFailedTasks
+    return completed, failed
+
+
 def show(engine, rows):
     print(f"{engine}:")
     print("  " + "|".join(COLUMNS))
@@ -88,12 +105,18 @@ def main():
     ap.add_argument("--delta", type=int, default=90, help="Q1's DELTA in days (default 90)")
     ap.add_argument("--sql", default=str(here / "q1.sql"),
                     help="the Q1 template (default: q1.sql beside this script)")
+    ap.add_argument("--start-when", metavar="FILE",
+                    help="wait until FILE exists before creating the SparkSession (the "
+                         "YARN submission): the JVM and Python start beforehand")
     args = ap.parse_args()
     lineitem = Path(args.lineitem).resolve()
     if not lineitem.exists():
         print(f"q1_check.py: {lineitem} does not exist", file=sys.stderr)
         return 2
     sql = q1_sql(args.sql, args.delta)
+    if args.start_when:
+        while not Path(args.start_when).exists():
+            time.sleep(0.1)
 
     spark = SparkSession.builder.getOrCreate()
     try:
@@ -102,6 +125,8 @@ def main():
               f"queue {sc.getConf().get('spark.yarn.queue', '-')}")
         spark.read.parquet(lineitem.as_uri()).createOrReplaceTempView("lineitem")
         spark_rows = [r.asDict() for r in spark.sql(sql).collect()]
+        tasks, failed = task_counts(sc)
+        print(f"spark tasks: {tasks} completed, {failed} failed")
     finally:
         spark.stop()
 
