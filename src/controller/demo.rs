@@ -1,7 +1,10 @@
 //! `preemptor demo`: emulator + agent + controller on one machine, one policy after the
 //! other, replaying the HiBench + TPC-H mix; prints the live preemption log and a table
-//! comparing the policies.
+//! comparing the policies. `--cluster hadoop` runs the comparison on a real YARN instead
+//! ([`hadoop`]).
 
+pub mod hadoop;
+pub mod json;
 pub mod report;
 pub mod run;
 pub mod simulated;
@@ -17,19 +20,77 @@ use crate::emulator::RuntimeChoice;
 use crate::emulator::workload::{Kernel, LONG_KERNELS};
 use crate::resources::Resource;
 
+/// A policy the demo compares: one of Preemptor's, or `yarn`, YARN's own preemption
+/// monitor with Preemptor not running (real cluster only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DemoPolicy {
+    Preemptor(PolicyKind),
+    Yarn,
+}
+
+impl std::str::FromStr for DemoPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.trim().eq_ignore_ascii_case("yarn") {
+            return Ok(DemoPolicy::Yarn);
+        }
+        s.parse().map(DemoPolicy::Preemptor)
+    }
+}
+
+impl std::fmt::Display for DemoPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DemoPolicy::Preemptor(p) => f.write_str(p.name()),
+            DemoPolicy::Yarn => f.write_str("yarn"),
+        }
+    }
+}
+
+/// Where the demo's policies run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClusterChoice {
+    /// The emulated YARN (`preemptor emulate`'s), with Docker or simulated containers.
+    Emulator,
+    /// A real Hadoop YARN 3.5.0 started by deploy/hadoop/cluster.sh, MapReduce and Spark
+    /// jobs on it.
+    Hadoop,
+}
+
 /// Command-line flags of `preemptor demo`.
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
-    /// Total time, split evenly between the policies: `180`, `90s`, `3m`.
+    /// Where the policies run: the emulated YARN, or a real Hadoop YARN 3.5.0 that
+    /// deploy/hadoop/cluster.sh starts (needs Java 17, Maven, and a Python with pyspark,
+    /// duckdb and tpchgen-cli: $PYTHON).
+    #[arg(long, value_enum, default_value = "emulator")]
+    pub cluster: ClusterChoice,
+    /// Also write each policy's figures to this file as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Total time, split evenly between the policies: `180`, `90s`, `3m`. Emulator only:
+    /// on hadoop each run lasts until its jobs end.
     #[arg(long, default_value = "3m", value_parser = parse_duration)]
     pub duration: Duration,
     /// Policies to compare, in order, comma-separated: none, kill, immediate, graceful,
-    /// las, dice, adaptive.
+    /// las, dice, adaptive, and (hadoop only) yarn: YARN's own preemption, no Preemptor.
     #[arg(long, value_delimiter = ',', default_value = "none,kill,graceful")]
-    pub policy: Vec<PolicyKind>,
-    /// Emulated NodeManagers (16 GB, 4 vcores each).
+    pub policy: Vec<DemoPolicy>,
+    /// NodeManagers: emulated ones of 16 GB and 4 vcores, or real ones of 6 GB and 4
+    /// vcores.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=16))]
     pub nodes: u16,
+    /// hadoop: the cluster script.
+    #[arg(long, env = "PREEMPTOR_CLUSTER_SH", default_value = hadoop::DEFAULT_CLUSTER_SH)]
+    pub cluster_sh: PathBuf,
+    /// hadoop: Spark SQL TPC-H Q1 queries per policy, 15 s apart. The shipped short
+    /// queue's AM limit (30% of 95%) runs two Spark applications at once on 8 vcores.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=20))]
+    pub short_queries: u16,
+    /// hadoop: MB of text each long wordcount map counts (its length: about 2 MB per
+    /// CPU-second).
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=2048))]
+    pub long_map_mb: u64,
     /// Container runtime: Docker if a daemon answers (auto), else simulated.
     #[arg(long, value_enum, default_value = "auto")]
     pub runtime: RuntimeChoice,
@@ -159,23 +220,81 @@ pub enum DemoError {
     Io(String),
 }
 
+/// The policies of --policy, each once.
+fn checked_policies(args: &DemoArgs) -> Result<Vec<DemoPolicy>, DemoError> {
+    if args.policy.is_empty() {
+        return Err(DemoError::Usage(
+            "--policy needs at least one policy".into(),
+        ));
+    }
+    let mut seen = Vec::new();
+    for p in &args.policy {
+        if seen.contains(p) {
+            return Err(DemoError::Usage(format!("--policy lists {p} twice")));
+        }
+        seen.push(*p);
+    }
+    Ok(seen)
+}
+
+fn load_conf(args: &DemoArgs) -> Result<LoadedConfig, DemoError> {
+    match &args.conf_dir {
+        Some(dir) => crate::config::load_dir(dir),
+        None => crate::config::load_embedded_default(),
+    }
+    .map_err(|e| DemoError::Config(e.to_string()))
+}
+
+/// Each real NodeManager: 4 vcores like the emulated ones, memory for its share of
+/// MapReduce tasks (512 MB), their AMs (768 MB) and Spark's AM and executor (1 GB each).
+pub const HADOOP_NODE_MEMORY_MB: u64 = 6144;
+pub const HADOOP_NODE_VCORES: u32 = 4;
+
+/// The longest a real-cluster run may take from its first submission.
+pub const HADOOP_RUN_LIMIT: Duration = Duration::from_secs(900);
+
+impl hadoop::HadoopDemoConfig {
+    /// Checks the flags for `--cluster hadoop` and loads the configuration.
+    pub fn from_args(args: &DemoArgs) -> Result<hadoop::HadoopDemoConfig, DemoError> {
+        let policies = checked_policies(args)?;
+        let nodes = usize::from(args.nodes);
+        let vcores = nodes * HADOOP_NODE_VCORES as usize;
+        Ok(hadoop::HadoopDemoConfig {
+            policies,
+            nodes,
+            node_memory_mb: HADOOP_NODE_MEMORY_MB,
+            node_vcores: HADOOP_NODE_VCORES,
+            conf: load_conf(args)?,
+            conf_dir: args.conf_dir.clone(),
+            seed: args.seed,
+            cluster_sh: args.cluster_sh.clone(),
+            python: std::env::var("PYTHON").unwrap_or_else(|_| "python3".into()),
+            // One job: the shipped long queue's AM limit (5% guaranteed) admits one AM.
+            workload: hadoop::HadoopWorkload::filling(
+                vcores,
+                1,
+                args.long_map_mb,
+                usize::from(args.short_queries),
+            ),
+            run_limit: HADOOP_RUN_LIMIT,
+            live: true,
+        })
+    }
+}
+
 impl DemoConfig {
     /// Checks the flags and loads the configuration.
     pub fn from_args(args: &DemoArgs) -> Result<DemoConfig, DemoError> {
-        if args.policy.is_empty() {
-            return Err(DemoError::Usage(
-                "--policy needs at least one policy".into(),
-            ));
-        }
         let mut seen = Vec::new();
-        for p in &args.policy {
-            if seen.contains(p) {
-                return Err(DemoError::Usage(format!(
-                    "--policy lists {} twice",
-                    p.name()
-                )));
+        for p in checked_policies(args)? {
+            match p {
+                DemoPolicy::Preemptor(k) => seen.push(k),
+                DemoPolicy::Yarn => {
+                    return Err(DemoError::Usage(
+                        "--policy yarn (YARN's own preemption) needs --cluster hadoop".into(),
+                    ));
+                }
             }
-            seen.push(*p);
         }
         let per_policy = args.duration / args.policy.len() as u32;
         if per_policy < MIN_PER_POLICY {
@@ -187,13 +306,9 @@ impl DemoConfig {
                 MIN_PER_POLICY.as_secs()
             )));
         }
-        let conf = match &args.conf_dir {
-            Some(dir) => crate::config::load_dir(dir),
-            None => crate::config::load_embedded_default(),
-        }
-        .map_err(|e| DemoError::Config(e.to_string()))?;
+        let conf = load_conf(args)?;
         Ok(DemoConfig {
-            policies: args.policy.clone(),
+            policies: seen,
             per_policy,
             nodes: usize::from(args.nodes),
             node_resource: NODE_RESOURCE,
@@ -219,6 +334,9 @@ pub fn burst_interval_for(per_policy: Duration) -> Duration {
 /// `preemptor demo`: runs the policies, then prints the table. Ctrl-C or SIGTERM stops
 /// the run in progress cleanly and prints what was measured so far.
 pub async fn demo(args: DemoArgs) -> Result<(), DemoError> {
+    if args.cluster == ClusterChoice::Hadoop {
+        return demo_hadoop(args).await;
+    }
     let config = DemoConfig::from_args(&args)?;
     let policies: Vec<&str> = config.policies.iter().map(|p| p.name()).collect();
     println!(
@@ -231,8 +349,104 @@ pub async fn demo(args: DemoArgs) -> Result<(), DemoError> {
         config.burst_interval.as_secs()
     );
     let cancel = tokio_util::sync::CancellationToken::new();
-    let on_signal = cancel.clone();
-    let watcher = tokio::spawn(async move {
+    let watcher = stop_on_signal(
+        cancel.clone(),
+        "\nstopping cleanly: containers resumed, emulator containers and images removed",
+    );
+    let report = run(&config, cancel).await;
+    watcher.abort();
+    let report = report?;
+    println!("\nruntime: {}", report.runtime);
+    print!("{}", report::table(&report.rows));
+    if report.interrupted {
+        println!("interrupted: the last row covers a shortened run, later policies did not run");
+    }
+    if let Some(path) = &args.json {
+        let policies = report
+            .rows
+            .iter()
+            .zip(&report.records)
+            .map(|(row, records)| json::policy_json(row, records))
+            .collect();
+        json::write(
+            path,
+            &json::DemoJson {
+                cluster: "emulator".into(),
+                policies,
+            },
+        )?;
+    }
+    Ok(())
+}
+
+/// `preemptor demo --cluster hadoop`: progress on stderr, the table on stdout.
+async fn demo_hadoop(args: DemoArgs) -> Result<(), DemoError> {
+    let config = hadoop::HadoopDemoConfig::from_args(&args)?;
+    let w = &config.workload;
+    let policies: Vec<String> = config.policies.iter().map(|p| p.to_string()).collect();
+    eprintln!(
+        "Preemptor demo on a real Hadoop YARN 3.5.0: {}; {} NodeManagers of {} MB and {} vcores; \
+         {} wordcount jobs of {} maps x {} MB in queue long, then {} Spark SQL TPC-H Q1 queries \
+         (checked against DuckDB) in queue short, {}s apart",
+        policies.join(", "),
+        config.nodes,
+        config.node_memory_mb,
+        config.node_vcores,
+        w.long_jobs,
+        w.maps_per_job,
+        w.map_input_mb,
+        w.short_queries,
+        w.short_interval.as_secs()
+    );
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let watcher = stop_on_signal(
+        cancel.clone(),
+        "\nstopping cleanly: clients killed, containers resumed, the cluster brought down",
+    );
+    let report = hadoop::run(&config, cancel).await;
+    watcher.abort();
+    let report = report?;
+    let ops: Vec<String> = report
+        .cluster_ops
+        .iter()
+        .map(|(what, took)| format!("{what} {:.1} s", took.as_secs_f64()))
+        .collect();
+    eprintln!("cluster.sh: {}", ops.join(", "));
+    println!("\ncluster: hadoop (real YARN 3.5.0)");
+    print!("{}", report::table(&report.rows));
+    for j in &report.json {
+        if let Some(c) = &j.checks
+            && !(c.capacities_restored && c.cgroups_restored)
+        {
+            println!(
+                "{}: NOT RESTORED after the run: {}",
+                j.policy,
+                c.problems.join("; ")
+            );
+        }
+    }
+    if report.interrupted {
+        println!("interrupted: the last row covers a shortened run, later policies did not run");
+    }
+    if let Some(path) = &args.json {
+        json::write(
+            path,
+            &json::DemoJson {
+                cluster: "hadoop".into(),
+                policies: report.json,
+            },
+        )?;
+    }
+    Ok(())
+}
+
+/// Cancels `cancel` on Ctrl-C or SIGTERM, after printing `message`.
+fn stop_on_signal(
+    cancel: tokio_util::sync::CancellationToken,
+    message: &'static str,
+) -> tokio::task::JoinHandle<()> {
+    let on_signal = cancel;
+    tokio::spawn(async move {
         let term = async {
             match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
                 Ok(mut s) => {
@@ -245,18 +459,9 @@ pub async fn demo(args: DemoArgs) -> Result<(), DemoError> {
             r = tokio::signal::ctrl_c() => if r.is_err() { return },
             _ = term => {}
         }
-        println!("\nstopping cleanly: containers resumed, emulator containers and images removed");
+        eprintln!("{message}");
         on_signal.cancel();
-    });
-    let report = run(&config, cancel).await;
-    watcher.abort();
-    let report = report?;
-    println!("\nruntime: {}", report.runtime);
-    print!("{}", report::table(&report.rows));
-    if report.interrupted {
-        println!("interrupted: the last row covers a shortened run, later policies did not run");
-    }
-    Ok(())
+    })
 }
 
 #[cfg(test)]
@@ -290,11 +495,13 @@ mod tests {
     #[test]
     fn flags_default_to_three_policies_in_three_minutes() {
         let a = parse(&[]).unwrap();
+        assert_eq!(a.cluster, ClusterChoice::Emulator);
+        assert_eq!(a.json, None);
+        let c = DemoConfig::from_args(&a).unwrap();
         assert_eq!(
-            a.policy,
+            c.policies,
             vec![PolicyKind::None, PolicyKind::Kill, PolicyKind::Graceful]
         );
-        let c = DemoConfig::from_args(&a).unwrap();
         assert_eq!(c.per_policy, Duration::from_secs(60));
         assert_eq!(c.burst_interval, Duration::from_secs(15));
         assert_eq!(c.nodes, 2);
@@ -305,6 +512,40 @@ mod tests {
         assert_eq!(c.long_kernels, LONG_KERNELS.to_vec());
         let k = parse(&["--long-kernels", "wordcount,kmeans"]).unwrap();
         assert_eq!(k.long_kernels, vec![Kernel::Wordcount, Kernel::Kmeans]);
+    }
+
+    #[test]
+    fn yarn_is_a_policy_of_the_real_cluster_only() {
+        let a = parse(&[
+            "--cluster",
+            "hadoop",
+            "--policy",
+            "none,graceful,yarn",
+            "--json",
+            "f.json",
+        ])
+        .unwrap();
+        assert_eq!(a.json, Some(PathBuf::from("f.json")));
+        let h = hadoop::HadoopDemoConfig::from_args(&a).unwrap();
+        assert_eq!(
+            h.policies,
+            vec![
+                DemoPolicy::Preemptor(PolicyKind::None),
+                DemoPolicy::Preemptor(PolicyKind::Graceful),
+                DemoPolicy::Yarn
+            ]
+        );
+        assert_eq!(h.policies[2].to_string(), "yarn");
+        // One long job: its AM and seven maps take 2 x 4 vcores.
+        assert_eq!((h.workload.long_jobs, h.workload.maps_per_job), (1, 7));
+        let e = DemoConfig::from_args(&a).unwrap_err().to_string();
+        assert!(e.contains("needs --cluster hadoop"), "{e}");
+        let twice = parse(&["--cluster", "hadoop", "--policy", "yarn,YARN"]).unwrap();
+        let e = hadoop::HadoopDemoConfig::from_args(&twice)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("twice"), "{e}");
+        assert!(parse(&["--cluster", "kubernetes"]).is_err());
     }
 
     #[test]

@@ -189,12 +189,14 @@ pub fn table(rows: &[PolicySummary]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::cluster::ApplicationId;
     use crate::yarn::dto::{FinalApplicationStatus, YarnApplicationState};
 
-    fn rec(n: u32, class: JobClass, first: Option<u64>, done: Option<u64>) -> AppRecord {
+    /// A record submitted at 1 s, finished (and succeeded) iff `done`; 2 attempts, 1
+    /// killed. The demo's other tests share it.
+    pub(crate) fn rec(n: u32, class: JobClass, first: Option<u64>, done: Option<u64>) -> AppRecord {
         AppRecord {
             id: ApplicationId::new(1, n),
             name: format!("app{n}"),

@@ -177,7 +177,7 @@ async fn start_emulator(config: &DemoConfig) -> Result<EmulatorHandle, DemoError
 }
 
 /// 32 random bytes from the kernel, hex-encoded.
-fn random_token() -> Result<String, DemoError> {
+pub(super) fn random_token() -> Result<String, DemoError> {
     use std::io::Read;
     let mut bytes = [0u8; 32];
     std::fs::File::open("/dev/urandom")
@@ -186,16 +186,26 @@ fn random_token() -> Result<String, DemoError> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// The node agent of a Docker run, with its state directory.
-struct LocalAgent {
+/// An in-process node agent of the demo, with its state directory.
+pub(super) struct LocalAgent {
     agent: RunningAgent,
     state_dir: PathBuf,
 }
 
 impl LocalAgent {
     async fn start(token: &str, policy: PolicyKind) -> Result<LocalAgent, DemoError> {
+        Self::start_with(token, policy.name(), |_| {}).await
+    }
+
+    /// An agent on loopback with the demo's lease and memory timeout, `configure`d
+    /// further by the caller; `label` names its state directory.
+    pub(super) async fn start_with(
+        token: &str,
+        label: &str,
+        configure: impl FnOnce(&mut AgentConfig),
+    ) -> Result<LocalAgent, DemoError> {
         let state_dir = std::env::temp_dir().join(format!(
-            "preemptor-demo-{}-{}-{policy}",
+            "preemptor-demo-{}-{}-{label}",
             std::process::id(),
             crate::emulator::now_ms()
         ));
@@ -206,6 +216,7 @@ impl LocalAgent {
         ac.lease_timeout = AGENT_LEASE;
         // A memory cut the kernel keeps refusing must not hold the controller's tick.
         ac.memory_timeout = Duration::from_secs(5);
+        configure(&mut ac);
         match crate::agent::start(ac).await {
             Ok(agent) => Ok(LocalAgent { agent, state_dir }),
             Err(e) => {
@@ -215,7 +226,11 @@ impl LocalAgent {
         }
     }
 
-    async fn stop(self) {
+    pub(super) fn url(&self) -> String {
+        self.agent.url()
+    }
+
+    pub(super) async fn stop(self) {
         self.agent.shutdown().await;
         if let Err(e) = std::fs::remove_dir_all(&self.state_dir) {
             tracing::warn!(dir = %self.state_dir.display(), error = %e, "removing the demo agent's state directory");
