@@ -29,7 +29,7 @@ use super::super::hub::{ControllerEvent, Metrics, Outcome};
 use super::super::{ControllerConfig, ControllerHandle};
 use super::json::{ChecksJson, JobJson, Percentiles, PolicyJson, policy_json};
 use super::report::PolicySummary;
-use super::run::{LocalAgent, machine_has_swap, random_token};
+use super::run::{LocalAgent, machine_has_swap, random_token, unique_temp_dir};
 use super::{DemoError, DemoPolicy};
 use procs::{CLUSTER_MARKER, Client, Cluster, ClusterSpec};
 use workload::Tools;
@@ -136,14 +136,7 @@ struct RunDir(PathBuf);
 
 impl RunDir {
     fn create() -> Result<RunDir, DemoError> {
-        let dir = std::env::temp_dir().join(format!(
-            "preemptor-hadoop-demo-{}-{}",
-            std::process::id(),
-            crate::emulator::now_ms()
-        ));
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| DemoError::Io(format!("creating {}: {e}", dir.display())))?;
-        Ok(RunDir(dir))
+        unique_temp_dir("preemptor-hadoop-demo-{pid}-{ms}").map(RunDir)
     }
 }
 

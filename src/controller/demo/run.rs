@@ -176,6 +176,18 @@ async fn start_emulator(config: &DemoConfig) -> Result<EmulatorHandle, DemoError
     Ok(Emulator::start(ec).await?)
 }
 
+/// Creates `$TMPDIR/<name>`, where `{pid}` and `{ms}` in `name` become this process's id
+/// and the time: a directory no other run uses.
+pub(super) fn unique_temp_dir(name: &str) -> Result<PathBuf, DemoError> {
+    let name = name
+        .replace("{pid}", &std::process::id().to_string())
+        .replace("{ms}", &crate::emulator::now_ms().to_string());
+    let dir = std::env::temp_dir().join(name);
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| DemoError::Io(format!("creating {}: {e}", dir.display())))?;
+    Ok(dir)
+}
+
 /// 32 random bytes from the kernel, hex-encoded.
 pub(super) fn random_token() -> Result<String, DemoError> {
     use std::io::Read;
@@ -204,13 +216,7 @@ impl LocalAgent {
         label: &str,
         configure: impl FnOnce(&mut AgentConfig),
     ) -> Result<LocalAgent, DemoError> {
-        let state_dir = std::env::temp_dir().join(format!(
-            "preemptor-demo-{}-{}-{label}",
-            std::process::id(),
-            crate::emulator::now_ms()
-        ));
-        std::fs::create_dir_all(&state_dir)
-            .map_err(|e| DemoError::Io(format!("creating {}: {e}", state_dir.display())))?;
+        let state_dir = unique_temp_dir(&format!("preemptor-demo-{{pid}}-{{ms}}-{label}"))?;
         let mut ac = AgentConfig::new(token.as_bytes().to_vec(), state_dir.clone());
         ac.listen = SocketAddr::from(([127, 0, 0, 1], 0));
         ac.lease_timeout = AGENT_LEASE;
@@ -623,6 +629,20 @@ async fn drain(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unique_temp_dirs_name_the_process_and_time() {
+        let a = unique_temp_dir("preemptor-test-{pid}-{ms}-x").unwrap();
+        let name = a.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(a.is_dir());
+        assert!(
+            name.starts_with(&format!("preemptor-test-{}-", std::process::id()))
+                && name.ends_with("-x"),
+            "{name}"
+        );
+        assert!(!name.contains('{'), "{name}");
+        std::fs::remove_dir(&a).unwrap();
+    }
 
     #[test]
     fn containers_never_get_more_cpu_than_the_machine_has() {
