@@ -556,11 +556,21 @@ async fn yarn_cgroups_backend_throttles_yarns_cgroup_and_restores_exactly() {
     }
     let work = tempfile::tempdir().expect("tempdir");
     let proc = ContainerProcess::start(&container, work.path());
+    // `setsid` makes the session only once it runs: wait for the shell and `yes`.
+    wait_until(Duration::from_secs(10), "the shell and yes", || {
+        let n = proc.session().len();
+        async move { n >= 2 }
+    })
+    .await;
     let mut into = vec![&dirs.cpu, &dirs.cpuacct, &dirs.memory];
     into.dedup();
     for d in into {
         for pid in proc.session() {
-            std::fs::write(d.join("cgroup.procs"), pid.to_string()).expect("cgroup.procs");
+            match std::fs::write(d.join("cgroup.procs"), pid.to_string()) {
+                // The shell's short `sleep`s come and go.
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                r => r.expect("cgroup.procs"),
+            }
         }
     }
     let original = limits(&dirs);

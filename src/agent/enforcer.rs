@@ -466,6 +466,14 @@ impl Enforcer {
         }
     }
 
+    /// Releases the state directory: nothing is saved after this.
+    pub async fn close_store(&self) {
+        if let Some(store) = self.store.clone() {
+            // Waits for a save in progress, which holds the mutex on a blocking thread.
+            let _ = tokio::task::spawn_blocking(move || lock(&store).close()).await;
+        }
+    }
+
     /// Writes every tracked record durably. The snapshot is taken under the store's lock,
     /// so a later save always includes what an earlier one did.
     async fn persist(&self) -> Result<Duration, Error> {

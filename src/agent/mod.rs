@@ -211,6 +211,7 @@ pub struct RunningAgent {
     tls: bool,
     cancel: CancellationToken,
     tracker: TaskTracker,
+    enforcer: Arc<Enforcer>,
 }
 
 impl RunningAgent {
@@ -229,6 +230,7 @@ impl RunningAgent {
         self.cancel.cancel();
         self.tracker.close();
         self.tracker.wait().await;
+        self.enforcer.close_store().await;
     }
 
     /// The token that stops the agent; its `cancelled()` resolves once something (a
@@ -435,6 +437,7 @@ pub async fn start(config: AgentConfig) -> Result<RunningAgent, StartError> {
         tls,
         cancel,
         tracker,
+        enforcer,
     })
 }
 

@@ -41,6 +41,8 @@ pub enum StoreError {
     Write { path: PathBuf, error: io::Error },
     #[error("encoding state: {0}")]
     Encode(#[from] serde_json::Error),
+    #[error("the agent is shutting down; its state directory {0} is released")]
+    Closed(PathBuf),
 }
 
 /// One changed container.
@@ -83,8 +85,8 @@ pub struct LoadReport {
 pub struct StateStore {
     dir: PathBuf,
     generation: u64,
-    // Held for the store's lifetime; the kernel drops the lock if the agent dies.
-    _lock: File,
+    // Held until `close`; the kernel drops the lock if the agent dies.
+    lock: Option<File>,
 }
 
 /// FNV-1a, 64 bit: detects torn and truncated files, which is all it is for.
@@ -212,7 +214,7 @@ impl StateStore {
         let store = StateStore {
             dir: dir.to_path_buf(),
             generation,
-            _lock: lock,
+            lock: Some(lock),
         };
         Ok((store, containers, report))
     }
@@ -221,8 +223,18 @@ impl StateStore {
         self.generation
     }
 
+    /// Releases the directory's lock now, so that a new agent can open it at once; an
+    /// HTTP connection still winding down may hold the store a little longer. Later
+    /// saves are refused.
+    pub fn close(&mut self) {
+        self.lock = None;
+    }
+
     /// Replaces the stored state with `containers`, durably.
     pub fn save(&mut self, containers: &[StoredContainer]) -> Result<(), StoreError> {
+        if self.lock.is_none() {
+            return Err(StoreError::Closed(self.dir.clone()));
+        }
         let body = serde_json::to_vec_pretty(&BodyRef { containers })?;
         let generation = self.generation + 1;
         let bytes = encode(generation, &body);
