@@ -149,6 +149,10 @@ fn write_conf(dir: &Path, rm_url: &str, addresses: &str, api_port: u16) -> Bench
             "yarn.preemptor.controller.token-file",
             dir.join("api.token").display().to_string(),
         ),
+        (
+            "yarn.preemptor.controller.state-dir",
+            dir.join("state").display().to_string(),
+        ),
     ];
     let mut xml = String::from("<?xml version=\"1.0\"?>\n<configuration>\n");
     for (k, v) in props {

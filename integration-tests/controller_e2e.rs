@@ -33,6 +33,8 @@ struct Cluster {
     agent: InProcessAgent,
     /// The long job's task containers with their cgroups and original limits.
     long: BTreeMap<ContainerId, (CgroupDirs, CgroupLimits)>,
+    /// The controllers' state directory, shared by a controller and its restart.
+    controller_state: tempfile::TempDir,
     // Dropped last: a failed test drops the emulator's containers first, so that the
     // image is removed, not left dangling under a container that still used it.
     _image: TestImage,
@@ -68,6 +70,7 @@ impl Cluster {
         s.agent.addresses = vec![("127.0.0.1".into(), self.agent.url.clone())];
         s.agent.lease_timeout_ms = lease_ms;
         s.agent.request_timeout_ms = 20_000;
+        s.controller.state_dir = self.controller_state.path().to_path_buf();
         config.api_listen = Some("127.0.0.1:0".parse().expect("addr"));
         config.proxy_listen = Some("127.0.0.1:0".parse().expect("addr"));
         config
@@ -107,6 +110,7 @@ async fn long_jobs_fill_the_cluster_with(
         emulator,
         agent,
         long: BTreeMap::new(),
+        controller_state: tempfile::tempdir().expect("controller state dir"),
     };
     let spec = WorkloadSpec::parse(&format!(
         r#"{{"kernel":"burn","args":["--iterations","0","--rounds-millions","1","--memory-mb","{resident_mb}"],
@@ -372,11 +376,25 @@ async fn a_controller_killed_without_shutdown_leaves_nothing_throttled_after_the
         return;
     };
     let lease = Duration::from_secs(3);
-    let controller = start(cluster.controller_config(lease.as_millis() as u64))
-        .await
-        .expect("controller starts");
+    let config = cluster.controller_config(lease.as_millis() as u64);
+    let rm = preemptor::yarn::RmClient::new(&config.settings.rm).expect("rm client");
+    let controller = start(config).await.expect("controller starts");
     let proxy = controller.proxy_url().expect("proxy on");
-    short_job_throttles(&cluster, &proxy, "tpch-q1", 512).await;
+    let short = short_job_throttles(&cluster, &proxy, "tpch-q1", 512).await;
+    let raised = || {
+        cluster.h().inspect(|s| {
+            s.nodes
+                .iter()
+                .filter(|n| n.total != n.capacity)
+                .map(|n| n.id.to_string())
+                .collect::<Vec<_>>()
+        })
+    };
+    let t = Instant::now();
+    while raised().is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(10), "no node was raised");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     // As SIGKILL: no shutdown, nothing restored, leases no longer renewed.
     drop(controller);
@@ -396,6 +414,76 @@ async fn a_controller_killed_without_shutdown_leaves_nothing_throttled_after_the
         killed.elapsed().as_secs_f64(),
         lease
     );
+    assert_all_original(&cluster);
+    // The RM still advertises the raised room: only the controller's record knows the
+    // physical capacity now.
+    assert!(!raised().is_empty(), "nothing was left raised to restore");
+    rm.kill_app(&short).await.expect("kill the short job");
+
+    // `restore-capacities --dry-run` names the nodes and changes nothing.
+    let conf = tempfile::tempdir().expect("conf dir");
+    crate::common::controller_conf_dir(
+        conf.path(),
+        &[],
+        &[
+            (
+                "yarn.preemptor.rm.address",
+                cluster.h().rm_url().to_string(),
+            ),
+            (
+                "yarn.preemptor.controller.state-dir",
+                cluster.controller_state.path().display().to_string(),
+            ),
+        ],
+    );
+    let dry = tokio::process::Command::new(env!("CARGO_BIN_EXE_preemptor"))
+        .args(["restore-capacities", "--dry-run", "--conf-dir"])
+        .arg(conf.path())
+        .output()
+        .await
+        .expect("restore-capacities runs");
+    let out = String::from_utf8_lossy(&dry.stdout);
+    assert!(
+        dry.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&dry.stderr)
+    );
+    for node in raised() {
+        assert!(out.contains(&format!("{node}: advertised ")), "{out}");
+    }
+    assert!(out.contains("would be restored"), "{out}");
+    assert!(!raised().is_empty(), "a dry run changed the RM");
+
+    // A restarted controller takes the physical capacity from its record, not from the
+    // raised `totalResource`, and puts every node back within its first tick. The old
+    // loop lets go of the state directory as it winds down.
+    let t = Instant::now();
+    let restarted = loop {
+        match start(cluster.controller_config(lease.as_millis() as u64)).await {
+            Ok(c) => break c,
+            Err(e) if t.elapsed() < Duration::from_secs(5) && e.to_string().contains("holds") => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("controller restarts: {e}"),
+        }
+    };
+    let restart = Instant::now();
+    while !raised().is_empty() {
+        assert!(
+            restart.elapsed() < Duration::from_secs(3),
+            "still raised {:?} after the restart: {:?}",
+            restart.elapsed(),
+            raised()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!(
+        "controller restarted -> every node at its physical capacity in {} ms (1 s ticks)",
+        restart.elapsed().as_millis()
+    );
+    let report = restarted.shutdown(false).await.expect("shutdown");
+    assert!(report.failed.is_empty(), "{report:?}");
+    assert!(raised().is_empty());
     assert_all_original(&cluster);
     stop(cluster).await;
 }

@@ -209,6 +209,8 @@ fn the_controller_follows_the_real_rm_queues_and_rpc_submissions() {
         settings.rm.addresses = vec![c.h.rm.clone()];
         settings.policy.observe_only = true;
         settings.agent.port = closed_port();
+        let state = tempfile::tempdir().expect("controller state dir");
+        settings.controller.state_dir = state.path().to_path_buf();
         let config = ControllerConfig {
             settings,
             queues: file,

@@ -7,6 +7,7 @@ pub mod auth;
 pub mod cluster;
 pub mod config;
 pub mod controller;
+pub mod durable;
 pub mod emulator;
 pub mod policy;
 pub mod resources;

@@ -64,6 +64,8 @@ enum Command {
     Logs(preemptor::controller::cli::LogsArgs),
     #[command(about = "Create bearer-token files for the agent and controller APIs")]
     Token(TokenArgs),
+    #[command(about = "Put nodes a killed controller had raised back at their physical capacity")]
+    RestoreCapacities(preemptor::controller::restore::RestoreCapacitiesArgs),
 }
 
 #[derive(clap::Args)]
@@ -183,6 +185,9 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Token(args) => {
             create_tokens(&args)?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::RestoreCapacities(args) => {
+            Ok(runtime()?.block_on(preemptor::controller::restore::run(args))?)
         }
     }
 }

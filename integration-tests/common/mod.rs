@@ -240,7 +240,8 @@ pub async fn start_workload(
 
 /// A configuration directory for the controller binary: the shipped
 /// capacity-scheduler.xml, each token in its own `chmod 600` file (the controller refuses
-/// others), and a preemptor-site.xml with `props`.
+/// others), and a preemptor-site.xml with `props`; the controller's state directory is
+/// `<conf>/state` unless `props` names one.
 pub fn controller_conf_dir(
     conf: &std::path::Path,
     tokens: &[(&str, &str)],
@@ -263,7 +264,12 @@ pub fn controller_conf_dir(
         .expect("chmod token");
     }
     let mut xml = String::from("<?xml version=\"1.0\"?>\n<configuration>\n");
-    for (k, v) in props {
+    let state = (
+        "yarn.preemptor.controller.state-dir",
+        conf.join("state").display().to_string(),
+    );
+    let own_state = (!props.iter().any(|(k, _)| *k == state.0)).then_some(&state);
+    for (k, v) in props.iter().chain(own_state) {
         xml.push_str(&format!(
             "  <property><name>{k}</name><value>{v}</value></property>\n"
         ));

@@ -12,8 +12,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -137,24 +136,6 @@ fn decode(bytes: &[u8]) -> Result<(u64, Vec<StoredContainer>), String> {
     Ok((generation, parsed.containers))
 }
 
-fn fsync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
-fn lock_exclusive(file: &File) -> io::Result<bool> {
-    // SAFETY: flock on a file descriptor we own; no memory is shared with the kernel.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc == 0 {
-        return Ok(true);
-    }
-    let e = io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-        Ok(false)
-    } else {
-        Err(e)
-    }
-}
-
 impl StateStore {
     /// Opens (creating) the state directory, takes its lock and loads the newest intact
     /// generation.
@@ -163,21 +144,10 @@ impl StateStore {
             path: dir.to_path_buf(),
             error,
         };
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(dir_err)?;
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(dir.join(LOCK))
-            .map_err(dir_err)?;
-        if !lock_exclusive(&lock).map_err(dir_err)? {
-            return Err(StoreError::Locked(dir.to_path_buf()));
-        }
+        crate::durable::create_private_dir(dir).map_err(dir_err)?;
+        let lock = crate::durable::try_lock(&dir.join(LOCK))
+            .map_err(dir_err)?
+            .ok_or_else(|| StoreError::Locked(dir.to_path_buf()))?;
 
         let mut best: Option<(u64, Vec<StoredContainer>, &str)> = None;
         let mut report = LoadReport::default();
@@ -261,7 +231,7 @@ impl StateStore {
             Err(e) => return Err(write_err(&current)(e)),
         }
         fs::rename(&tmp, &current).map_err(write_err(&current))?;
-        fsync_dir(&self.dir).map_err(write_err(&self.dir))?;
+        crate::durable::fsync_dir(&self.dir).map_err(write_err(&self.dir))?;
         self.generation = generation;
         Ok(())
     }

@@ -206,6 +206,9 @@ pub struct AgentSettings {
     pub action_timeout_ms: u64,
     /// `yarn.preemptor.agent.max-retries`
     pub max_retries: u32,
+    /// `yarn.preemptor.agent.max-parallel-requests`: agents asked at once, for listings
+    /// and for actions alike.
+    pub max_parallel_requests: usize,
     /// `yarn.preemptor.agent.swap-threshold-pages-per-sec`: swap-in or major-fault rate
     /// at which a shrinking container counts as swapping.
     pub swap_threshold_pages_per_sec: u64,
@@ -229,6 +232,9 @@ pub struct ControllerSettings {
     /// submission counter is read between ticks, to see submissions made over RPC;
     /// 0 turns it off.
     pub submission_poll_ms: u64,
+    /// `yarn.preemptor.controller.state-dir`: the durable record of the node capacities
+    /// the controller changed, and its lock.
+    pub state_dir: PathBuf,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -332,6 +338,7 @@ impl Default for PreemptorSettings {
                 request_timeout_ms: 2_000,
                 action_timeout_ms: 90_000,
                 max_retries: 3,
+                max_parallel_requests: 64,
                 swap_threshold_pages_per_sec: 256,
                 tls_ca_file: None,
             },
@@ -341,6 +348,7 @@ impl Default for PreemptorSettings {
                 proxy_listen: None,
                 routes: vec![],
                 submission_poll_ms: 250,
+                state_dir: PathBuf::from("/var/lib/preemptor/controller"),
             },
             log: LogSettings {
                 format: LogFormat::Text,
@@ -617,6 +625,11 @@ fn read(r: &mut Reader<'_>) -> PreemptorSettings {
             d.agent.max_retries,
             parse_unsigned,
         ),
+        max_parallel_requests: r.get(
+            "yarn.preemptor.agent.max-parallel-requests",
+            d.agent.max_parallel_requests,
+            parse_positive,
+        ),
         swap_threshold_pages_per_sec: r.get(
             "yarn.preemptor.agent.swap-threshold-pages-per-sec",
             d.agent.swap_threshold_pages_per_sec,
@@ -654,6 +667,11 @@ fn read(r: &mut Reader<'_>) -> PreemptorSettings {
             "yarn.preemptor.controller.submission-poll-interval-ms",
             d.controller.submission_poll_ms,
             parse_duration_ms,
+        ),
+        state_dir: r.get(
+            "yarn.preemptor.controller.state-dir",
+            d.controller.state_dir,
+            parse_path,
         ),
     };
     let log = LogSettings {

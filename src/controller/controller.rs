@@ -17,7 +17,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::agents::{Actuator, HttpAgents};
-use super::executor::{Executor, Trigger, unix_ms};
+use super::capacities::{CapacityLedger, LedgerError};
+use super::executor::{Completed, Executor, ExecutorLimits, JobDone, Trigger, unix_ms};
 use super::hub::{
     AppRow, ContainerRow, Hub, NodeStatus, Outcome, QueueStatus, StatusReport, TickSummary,
 };
@@ -36,6 +37,10 @@ use crate::yarn::{RmClient, RmProxy, SubmissionSeen};
 const API_SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 /// Events that arrive within this long of each other make one tick.
 const DEBOUNCE: Duration = Duration::from_millis(15);
+/// The shortest time a tick waits for the agents' container listings.
+const LISTING_DEADLINE_MIN: Duration = Duration::from_millis(250);
+/// How long shutdown waits for actions still out before it resumes everything.
+const SETTLE_AT_SHUTDOWN: Duration = Duration::from_secs(10);
 
 /// Everything the controller needs, validated by [`start`].
 pub struct ControllerConfig {
@@ -96,6 +101,8 @@ pub enum ControllerError {
     NoConfDir,
     #[error("the controller has stopped")]
     Stopped,
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
 }
 
 /// What [`ControllerHandle::shutdown`] gave back.
@@ -210,6 +217,15 @@ impl Drop for ControllerHandle {
 pub async fn start(config: ControllerConfig) -> Result<ControllerHandle, ControllerError> {
     let hub = Hub::new();
     let rm = RmClient::new(&config.settings.rm)?;
+    // First, so that a second controller on the same state directory changes nothing.
+    let ledger = CapacityLedger::open(&config.settings.controller.state_dir)?;
+    if !ledger.nodes().is_empty() {
+        tracing::warn!(
+            nodes = ledger.nodes().len(),
+            record = %ledger.path().display(),
+            "node capacities changed by an earlier run are taken from the record; the policy restores them as it goes on"
+        );
+    }
     let holder = format!(
         "controller@{}:{}",
         hostname(),
@@ -301,17 +317,31 @@ pub async fn start(config: ControllerConfig) -> Result<ControllerHandle, Control
             cancel.clone(),
             hub.clone(),
         );
-        tracker.spawn(async move { renew_leases(actuator, agents, lease_ttl, hub, c).await });
+        let parallel = config.settings.agent.max_parallel_requests.max(1);
+        tracker.spawn(async move {
+            renew_leases(actuator, agents, (lease_ttl, parallel), hub, c).await
+        });
     }
 
-    let executor = Executor::new(
+    let mut memory = Memory::default();
+    memory
+        .physical
+        .extend(ledger.nodes().iter().map(|(n, r)| (n.clone(), *r)));
+    let mut executor = Executor::new(
         actuator.clone(),
         rm.clone(),
         hub.clone(),
-        Duration::from_millis(config.settings.agent.request_timeout_ms),
-        Duration::from_millis(config.settings.agent.action_timeout_ms),
-        config.settings.agent.max_retries,
+        ExecutorLimits {
+            call_timeout: Duration::from_millis(config.settings.agent.request_timeout_ms),
+            action_timeout: Duration::from_millis(config.settings.agent.action_timeout_ms),
+            max_retries: config.settings.agent.max_retries,
+            max_parallel: config.settings.agent.max_parallel_requests,
+        },
+        ledger,
     );
+    let results = executor
+        .take_results()
+        .expect("a new executor has its results channel");
     let policy_settings = config.settings.policy.clone();
     let lp = Loop {
         hub: hub.clone(),
@@ -320,7 +350,7 @@ pub async fn start(config: ControllerConfig) -> Result<ControllerHandle, Control
         policy: PolicyState::new(policy_settings),
         settings: config.settings,
         queues: config.queues,
-        memory: Memory::default(),
+        memory,
         waited: HashSet::new(),
         last_tick: None,
         agents,
@@ -330,10 +360,23 @@ pub async fn start(config: ControllerConfig) -> Result<ControllerHandle, Control
         tracker: tracker.clone(),
         last_statuses: HashMap::new(),
         reported: HashSet::new(),
+        failed_since_tick: 0,
         _sub_tx: sub_tx,
     };
     let c = cancel.clone();
-    tracker.spawn(async move { lp.run(sub_rx, event_rx, poll_rx, cmd_rx, c).await });
+    tracker.spawn(async move {
+        lp.run(
+            Inputs {
+                submissions: sub_rx,
+                events: event_rx,
+                polls: poll_rx,
+                commands: cmd_rx,
+                results,
+            },
+            c,
+        )
+        .await
+    });
 
     Ok(ControllerHandle {
         hub,
@@ -376,7 +419,7 @@ fn hostname() -> String {
 async fn renew_leases(
     actuator: Arc<dyn Actuator>,
     agents: Arc<Mutex<BTreeSet<String>>>,
-    ttl: Duration,
+    (ttl, parallel): (Duration, usize),
     hub: Hub,
     cancel: CancellationToken,
 ) {
@@ -389,7 +432,11 @@ async fn renew_leases(
             _ = tick.tick() => {}
         }
         let list: Vec<String> = lock(&agents).iter().cloned().collect();
-        let results = join_all(list.iter().map(|a| actuator.renew_lease(a, ttl))).await;
+        let renewals: Vec<_> = list.iter().map(|a| actuator.renew_lease(a, ttl)).collect();
+        let results: Vec<Result<(), String>> = futures_util::stream::iter(renewals)
+            .buffered(parallel)
+            .collect()
+            .await;
         for (agent, r) in list.into_iter().zip(results) {
             match r {
                 Ok(()) => {
@@ -470,18 +517,30 @@ struct Loop {
     last_statuses: HashMap<String, (Vec<ContainerStatus>, Instant)>,
     /// Skips and queue differences already warned about, while they last.
     reported: HashSet<String>,
+    /// Actions that came back failed since the last tick summary.
+    failed_since_tick: usize,
     _sub_tx: mpsc::Sender<SubmissionSeen>,
 }
 
+/// What the loop listens to besides its timer.
+struct Inputs {
+    submissions: mpsc::Receiver<SubmissionSeen>,
+    events: mpsc::Receiver<Instant>,
+    polls: mpsc::Receiver<Instant>,
+    commands: mpsc::Receiver<Command>,
+    /// Jobs of actions sent out by earlier ticks, back.
+    results: mpsc::UnboundedReceiver<JobDone>,
+}
+
 impl Loop {
-    async fn run(
-        mut self,
-        mut submissions: mpsc::Receiver<SubmissionSeen>,
-        mut events: mpsc::Receiver<Instant>,
-        mut polls: mpsc::Receiver<Instant>,
-        mut commands: mpsc::Receiver<Command>,
-        cancel: CancellationToken,
-    ) {
+    async fn run(mut self, inputs: Inputs, cancel: CancellationToken) {
+        let Inputs {
+            mut submissions,
+            mut events,
+            mut polls,
+            mut commands,
+            mut results,
+        } = inputs;
         let mut timer = tokio::time::interval(self.interval());
         timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
@@ -495,6 +554,11 @@ impl Loop {
                 }
                 Some(at) = events.recv() => Trigger { kind: "agent-event", at },
                 Some(at) = polls.recv() => Trigger { kind: "rm-submission", at },
+                Some(done) = results.recv() => {
+                    let c = self.executor.complete(done, &mut self.memory);
+                    self.took_in(c);
+                    continue;
+                }
                 Some(cmd) = commands.recv() => match cmd {
                     Command::Trigger(t) => t,
                     Command::Reload(loaded, done) => {
@@ -509,6 +573,13 @@ impl Loop {
                             tracing::info!("shutting down; containers and node capacities are left as they are");
                             ShutdownReport::default()
                         } else {
+                            // Actions still out finish first, so that none lands after
+                            // the resumes.
+                            let c = self
+                                .executor
+                                .settle(&mut results, &mut self.memory, SETTLE_AT_SHUTDOWN)
+                                .await;
+                            self.took_in(c);
                             self.restore_all().await
                         };
                         let _ = done.send(report);
@@ -625,11 +696,39 @@ impl Loop {
         let ttl = Duration::from_millis(self.settings.agent.lease_timeout_ms);
         // A lease first, so that a new agent accepts actions this very tick.
         let actuator = self.executor.actuator().clone();
-        join_all(newly.iter().map(|a| actuator.renew_lease(a, ttl))).await;
+        let parallel = self.settings.agent.max_parallel_requests.max(1);
+        let renewals: Vec<_> = newly.iter().map(|a| actuator.renew_lease(a, ttl)).collect();
+        futures_util::stream::iter(renewals)
+            .buffer_unordered(parallel)
+            .for_each(|_| async {})
+            .await;
         self.subscribe(&distinct);
 
+        // An agent that has not answered by the deadline is treated as unreachable for
+        // this tick: a slow agent does not hold the others' actions.
+        let deadline = Duration::from_millis(self.settings.agent.request_timeout_ms)
+            .min(self.interval())
+            .max(LISTING_DEADLINE_MIN);
         let list: Vec<String> = distinct.iter().cloned().collect();
-        let reports = join_all(list.iter().map(|a| actuator.containers(a))).await;
+        let listings: Vec<_> = list
+            .iter()
+            .map(|a| {
+                let call = actuator.containers(a);
+                async move {
+                    tokio::time::timeout(deadline, call).await.unwrap_or_else(|_| {
+                        Err(format!(
+                            "no container listing within {} ms",
+                            deadline.as_millis()
+                        ))
+                    })
+                }
+            })
+            .collect();
+        let reports: Vec<Result<Vec<ContainerStatus>, String>> =
+            futures_util::stream::iter(listings)
+                .buffered(parallel)
+                .collect()
+                .await;
         let mut statuses: HashMap<ContainerId, ContainerStatus> = HashMap::new();
         let mut unreachable: HashSet<String> = HashSet::new();
         for (agent, r) in list.iter().zip(reports) {
@@ -721,26 +820,8 @@ impl Loop {
             apps = view.apps.len(),
             "decided"
         );
-        let done = self
-            .executor
-            .execute(&view, &plan, trigger, &mut self.memory)
-            .await;
-        // The reports above predate this tick's actions: fold in what the agents answered,
-        // so that a report standing in for an agent that stops answering holds what was
-        // just applied.
-        for (agent, result) in &done.applied {
-            if let Some((list, _)) = self.last_statuses.get_mut(agent)
-                && let Some(st) = list.iter_mut().find(|s| s.container == result.container)
-            {
-                st.state = result.state;
-                st.limits = result.limits;
-                st.changed = matches!(
-                    result.state,
-                    ContainerState::Suspended | ContainerState::Shrunk
-                );
-                st.running = result.state != ContainerState::Killed;
-            }
-        }
+        let sent = self.executor.dispatch(&view, &plan, trigger, &self.memory);
+        let late = self.executor.report_late(self.interval());
         let held = reclaimed(&view);
         if let Some(secs) = held_for {
             self.hub.add_reclaimed(reclaimed_limits(&view), secs);
@@ -758,17 +839,38 @@ impl Loop {
         status.queue_disagreements = queue_disagreements;
         status.skipped = skipped;
         self.hub.set_status(status);
-        self.finish_tick(trigger, started, done.actions, done.failed);
+        self.finish_tick(trigger, started, sent.actions, late);
     }
 
-    fn finish_tick(&self, trigger: Trigger, started: Instant, actions: usize, failed: usize) {
+    fn finish_tick(&mut self, trigger: Trigger, started: Instant, actions: usize, late: usize) {
         self.hub.record_tick(TickSummary {
             at_ms: unix_ms(),
             trigger: trigger.kind.to_string(),
             duration_ms: started.elapsed().as_secs_f64() * 1000.0,
             actions,
-            failed,
+            failed: std::mem::take(&mut self.failed_since_tick),
+            late,
         });
+    }
+
+    /// Takes in what actions sent by earlier ticks came back with. The agents' reports
+    /// predate those actions: what they answered is folded in, so that a report standing
+    /// in for an agent that stops answering holds what was applied.
+    fn took_in(&mut self, c: Completed) {
+        self.failed_since_tick += c.failed;
+        for (agent, result) in &c.applied {
+            if let Some((list, _)) = self.last_statuses.get_mut(agent)
+                && let Some(st) = list.iter_mut().find(|s| s.container == result.container)
+            {
+                st.state = result.state;
+                st.limits = result.limits;
+                st.changed = matches!(
+                    result.state,
+                    ContainerState::Suspended | ContainerState::Shrunk
+                );
+                st.running = result.state != ContainerState::Killed;
+            }
+        }
     }
 
     /// Warns once about each new skip and each new difference between
@@ -923,6 +1025,16 @@ impl Loop {
         }
     }
 
+    /// What the RM advertised for `node` at the last tick.
+    fn advertised_now(&self, node: &crate::cluster::NodeId) -> Option<Resource> {
+        let status = self.hub.status();
+        status
+            .nodes
+            .iter()
+            .find(|n| n.id == node.as_str())
+            .map(|n| n.advertised)
+    }
+
     /// Resumes every container an agent reports changed and restores every node
     /// capacity and partition Preemptor set.
     async fn restore_all(&mut self) -> ShutdownReport {
@@ -988,11 +1100,14 @@ impl Loop {
                 }
             }
         }
-        let advertised = std::mem::take(&mut self.memory.advertised);
-        for (node, was) in advertised {
-            let Some(&physical) = self.memory.physical.get(&node) else {
-                continue;
-            };
+        let recorded: Vec<(crate::cluster::NodeId, Resource)> = self
+            .executor
+            .ledger()
+            .nodes()
+            .iter()
+            .map(|(n, r)| (n.clone(), *r))
+            .collect();
+        for (node, physical) in recorded {
             let action = Action {
                 kind: ActionKind::SetNodeCapacity {
                     node: node.clone(),
@@ -1004,10 +1119,10 @@ impl Loop {
                 queue: None,
                 node: Some(node.clone()),
                 for_queue: None,
-                before: Before::Advertised(was),
+                before: Before::Advertised(self.advertised_now(&node).unwrap_or(physical)),
             };
-            match self.executor.set_capacity(&node, physical).await {
-                Ok(()) => {
+            match self.executor.restore_capacity(&node).await {
+                Ok(_) => {
                     report.capacities_restored += 1;
                     self.executor.record(&action, trigger, Outcome::Applied);
                 }
@@ -1105,7 +1220,9 @@ mod tests {
                  <property><name>yarn.preemptor.rm.request-timeout-ms</name><value>300</value></property>\n\
                  <property><name>yarn.preemptor.monitoring-interval-ms</name><value>100</value></property>\n\
                  <property><name>yarn.preemptor.policy</name><value>{policy}</value></property>\n\
-                 </configuration>\n"
+                 <property><name>yarn.preemptor.controller.state-dir</name><value>{state}</value></property>\n\
+                 </configuration>\n",
+                state = dir.path().join("state").display()
             ),
         )
         .unwrap();

@@ -1,23 +1,33 @@
 //! Act: a [`Plan`]'s actions become agent calls (suspend, shrink, resume, kill) and RM
 //! calls (node resource update, node labels), every one recorded in the preemption log.
 //!
-//! Order per tick: node capacities that go down first (YARN must stop placing work in
-//! room that is being taken back before the containers get it back), then the container
-//! actions, in parallel across agents and in plan order within one, then capacities that
-//! go up and partitions, on nodes whose container actions all succeeded (room is
-//! advertised only once it is really free). Each call has a timeout and bounded retries;
-//! an action that still fails is logged as failed, kept, and tried again next tick until
-//! a newer plan supersedes it, its target is reached or gone, or it has failed
-//! [`MAX_RETRY_TICKS`] ticks in a row.
+//! A tick never waits for its actions. It sends them out as one job per agent (a lane)
+//! and goes on; the jobs run concurrently, at most
+//! `yarn.preemptor.agent.max-parallel-requests` at once, and a lane's jobs run in the
+//! order they were sent. Results come back to the loop as [`JobDone`]s. So a slow or
+//! refusing agent delays only its own actions; one still out after a monitoring
+//! interval is reported as late.
+//!
+//! Order within a job: the node capacities that go down first (YARN must stop placing
+//! work in room that is being taken back before the containers get it back), then the
+//! container actions in plan order, then the capacities that go up and partitions, on
+//! nodes whose container actions all succeeded (room is advertised only once it is
+//! really free). Before a node's capacity first moves away from its physical capacity,
+//! the physical capacity is written to the [`CapacityLedger`]. Each call has a timeout
+//! and bounded retries; an action that still fails is logged as failed, kept, and tried
+//! again next tick until a newer plan supersedes it, its target is reached or gone, or
+//! it has failed [`MAX_RETRY_TICKS`] ticks in a row.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use futures_util::future::join_all;
+use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
+use tokio_util::task::TaskTracker;
 
 use super::agents::Actuator;
+use super::capacities::CapacityLedger;
 use super::hub::{ActionRecord, Hub, Outcome};
 use super::view::{Memory, SHORT_PARTITION_LABEL};
 use crate::agent::api::{Action as AgentAction, ActionRequest, ActionResult};
@@ -29,6 +39,9 @@ use crate::yarn::dto::SignalContainerCommand;
 
 /// Ticks a failing action is retried before it is given up (with a warning).
 pub const MAX_RETRY_TICKS: u32 = 10;
+
+/// The lane of actions on nodes no agent serves: RM calls only.
+const RM_LANE: &str = "resourcemanager";
 
 /// What made the controller tick, for the latency of the actions it leads to.
 #[derive(Clone, Copy, Debug)]
@@ -60,27 +73,90 @@ fn target_of(kind: &ActionKind) -> Target {
 
 struct Pending {
     action: Action,
+    /// Ticks it has failed in a row.
     ticks: u32,
 }
 
-/// Counts of one tick's actions, and what the agents answered to the ones applied.
-#[derive(Clone, Debug, Default)]
-pub struct Executed {
+struct InFlight {
+    lane: String,
+    verb: &'static str,
+    since: Instant,
+    late: bool,
+}
+
+/// What one tick sent out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Dispatched {
     pub actions: usize,
+    /// Held back because an earlier action on the same target is still out; they go
+    /// out on a later tick unless superseded.
+    pub deferred: usize,
+}
+
+/// A job's results, back from its lane.
+pub struct JobDone {
+    lane: String,
+    finished: Vec<Finished>,
+}
+
+struct Finished {
+    action: Action,
+    ticks: u32,
+    result: Result<Option<ActionResult>, String>,
+}
+
+/// What came back, for the loop.
+#[derive(Clone, Debug, Default)]
+pub struct Completed {
     pub failed: usize,
     /// Each applied container action's result, with the agent that applied it.
     pub applied: Vec<(String, ActionResult)>,
 }
 
-pub struct Executor {
+/// One call of a job.
+enum Call {
+    Agent(ActionRequest),
+    RmKill(ContainerId),
+    Capacity(NodeId, Resource),
+    Partition(NodeId, Partition),
+    Refused(String),
+}
+
+struct Item {
+    action: Action,
+    ticks: u32,
+    call: Call,
+}
+
+#[derive(Default)]
+struct Job {
+    lower: Vec<Item>,
+    containers: Vec<Item>,
+    raise: Vec<Item>,
+}
+
+/// What a job needs to run on its own task.
+#[derive(Clone)]
+struct Calls {
     actuator: Arc<dyn Actuator>,
     rm: RmClient,
     hub: Hub,
     call_timeout: Duration,
-    /// Bounds one agent action (`yarn.preemptor.agent.action-timeout-ms`).
     action_timeout: Duration,
     max_retries: u32,
+}
+
+pub struct Executor {
+    calls: Calls,
+    ledger: CapacityLedger,
     failed: BTreeMap<Target, Pending>,
+    in_flight: BTreeMap<Target, InFlight>,
+    /// One per agent: its jobs run one after the other, in the order sent.
+    lanes: HashMap<String, Arc<tokio::sync::Mutex<()>>>,
+    permits: Arc<Semaphore>,
+    done_tx: mpsc::UnboundedSender<JobDone>,
+    done_rx: Option<mpsc::UnboundedReceiver<JobDone>>,
+    tracker: TaskTracker,
 }
 
 pub fn unix_ms() -> u64 {
@@ -89,200 +165,453 @@ pub fn unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// Bounds and retries of the executor's calls.
+#[derive(Clone, Copy, Debug)]
+pub struct ExecutorLimits {
+    /// One RM call or agent request.
+    pub call_timeout: Duration,
+    /// One agent action (`yarn.preemptor.agent.action-timeout-ms`).
+    pub action_timeout: Duration,
+    pub max_retries: u32,
+    /// Jobs running at once (`yarn.preemptor.agent.max-parallel-requests`).
+    pub max_parallel: usize,
+}
+
 impl Executor {
     pub fn new(
         actuator: Arc<dyn Actuator>,
         rm: RmClient,
         hub: Hub,
-        call_timeout: Duration,
-        action_timeout: Duration,
-        max_retries: u32,
+        limits: ExecutorLimits,
+        ledger: CapacityLedger,
     ) -> Executor {
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
         Executor {
-            actuator,
-            rm,
-            hub,
-            call_timeout,
-            action_timeout,
-            max_retries,
+            calls: Calls {
+                actuator,
+                rm,
+                hub,
+                call_timeout: limits.call_timeout,
+                action_timeout: limits.action_timeout,
+                max_retries: limits.max_retries,
+            },
+            ledger,
             failed: BTreeMap::new(),
+            in_flight: BTreeMap::new(),
+            lanes: HashMap::new(),
+            permits: Arc::new(Semaphore::new(limits.max_parallel.max(1))),
+            done_tx,
+            done_rx: Some(done_rx),
+            tracker: TaskTracker::new(),
         }
     }
 
     pub fn actuator(&self) -> &Arc<dyn Actuator> {
-        &self.actuator
+        &self.calls.actuator
     }
 
-    /// Actions failed and waiting for their retry.
+    pub fn ledger(&self) -> &CapacityLedger {
+        &self.ledger
+    }
+
+    /// The receiving end of the jobs' results, for the loop to select on; once.
+    pub fn take_results(&mut self) -> Option<mpsc::UnboundedReceiver<JobDone>> {
+        self.done_rx.take()
+    }
+
+    /// Actions failed or deferred, waiting to go out again.
     pub fn failed_pending(&self) -> usize {
         self.failed.len()
     }
 
-    /// Carries out `plan` (and the retries of earlier failures) on the cluster `view`
-    /// shows. In observe-only mode every planned action is logged as observed and
-    /// nothing is touched.
-    pub async fn execute(
+    /// Actions sent and not back yet.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Sends out `plan` (and the retries of earlier failures) on the cluster `view`
+    /// shows, without waiting for any of it. In observe-only mode every planned action
+    /// is logged as observed and nothing is touched.
+    pub fn dispatch(
         &mut self,
         view: &ClusterView,
         plan: &Plan,
         trigger: Trigger,
-        memory: &mut Memory,
-    ) -> Executed {
+        memory: &Memory,
+    ) -> Dispatched {
         if plan.observe_only {
             for a in &plan.observed {
                 self.record(a, trigger, Outcome::Observed);
             }
-            return Executed {
+            return Dispatched {
                 actions: plan.observed.len(),
-                ..Executed::default()
+                ..Dispatched::default()
             };
         }
-        let mut actions: Vec<Action> = Vec::new();
+        let mut actions: Vec<(Action, u32)> = Vec::new();
         let planned: BTreeSet<Target> = plan.actions.iter().map(|a| target_of(&a.kind)).collect();
-        let mut retried: BTreeMap<Target, u32> = BTreeMap::new();
         for (target, p) in std::mem::take(&mut self.failed) {
             if planned.contains(&target) || reached_or_gone(view, &p.action) {
                 continue;
             }
             if p.ticks >= MAX_RETRY_TICKS {
-                self.hub.warn(
+                self.calls.hub.warn(
                     unix_ms(),
                     format!("giving up on `{}` after {} failed ticks", p.action, p.ticks),
                 );
                 continue;
             }
-            retried.insert(target, p.ticks);
-            actions.push(p.action);
+            actions.push((p.action, p.ticks));
         }
-        actions.extend(plan.actions.iter().cloned());
+        actions.extend(plan.actions.iter().map(|a| (a.clone(), 0)));
 
-        let (lowering, rest): (Vec<Action>, Vec<Action>) = actions
-            .into_iter()
-            .partition(|a| capacity_goes_down(view, a));
-        let (containers, raising): (Vec<Action>, Vec<Action>) =
-            rest.into_iter().partition(|a| a.kind.container().is_some());
-
-        let mut results: Vec<(Action, Result<(), String>)> = Vec::new();
-        for a in lowering {
-            let r = self.node_call(&a, memory).await;
-            results.push((a, r));
-        }
-
-        // One sequence per agent, all agents at once.
-        let mut by_agent: BTreeMap<String, Vec<Action>> = BTreeMap::new();
-        let mut no_agent = Vec::new();
-        for a in containers {
-            match a.node.as_ref().and_then(|n| self.actuator.agent_for(n)) {
-                Some(agent) => by_agent.entry(agent).or_default().push(a),
-                None => no_agent.push(a),
-            }
-        }
-        let this = &*self;
-        let groups = join_all(by_agent.into_iter().map(|(agent, list)| async move {
-            let mut out = Vec::with_capacity(list.len());
-            for a in list {
-                let r = this.container_call(&agent, view, &a).await;
-                out.push((a, r));
-            }
-            (agent, out)
-        }))
-        .await;
-        let mut applied = Vec::new();
-        let mut container_results: Vec<(Action, Result<(), String>)> = Vec::new();
-        for (agent, out) in groups {
-            for (a, r) in out {
-                let r = r.map(|result| applied.push((agent.clone(), result)));
-                container_results.push((a, r));
-            }
-        }
-        for a in no_agent {
-            let r = match &a.kind {
-                ActionKind::Kill { container } => self.rm_kill(container).await,
-                _ => Err("no agent is known for this node".to_string()),
-            };
-            container_results.push((a, r));
-        }
-        let troubled: BTreeSet<NodeId> = container_results
+        let mut out = Dispatched::default();
+        let mut jobs: BTreeMap<String, Job> = BTreeMap::new();
+        let mut ledger_refused: Option<String> = None;
+        let moving: Vec<(NodeId, Resource)> = actions
             .iter()
-            .filter(|(_, r)| r.is_err())
-            .filter_map(|(a, _)| a.node.clone())
-            .collect();
-        results.extend(container_results);
-
-        for a in raising {
-            let node = match &a.kind {
-                ActionKind::SetNodeCapacity { node, .. } => Some(node),
-                _ => None,
-            };
-            let r = if node.is_some_and(|n| troubled.contains(n)) {
-                Err("not advertised: an action on this node's containers failed".to_string())
-            } else {
-                self.node_call(&a, memory).await
-            };
-            results.push((a, r));
-        }
-
-        let mut done = Executed {
-            applied,
-            ..Executed::default()
-        };
-        for (a, r) in results {
-            done.actions += 1;
-            match r {
-                Ok(()) => self.record(&a, trigger, Outcome::Applied),
-                Err(reason) => {
-                    done.failed += 1;
-                    self.record(&a, trigger, Outcome::Failed { reason });
-                    let target = target_of(&a.kind);
-                    let ticks = retried.get(&target).copied().unwrap_or(0) + 1;
-                    self.failed.insert(target, Pending { action: a, ticks });
+            .filter_map(|(a, _)| match &a.kind {
+                ActionKind::SetNodeCapacity { node, advertised } => {
+                    let physical = memory.physical.get(node)?;
+                    (physical != advertised).then(|| (node.clone(), *physical))
                 }
-            }
+                _ => None,
+            })
+            .collect();
+        if let Err(e) = self.ledger.record(moving) {
+            ledger_refused = Some(format!(
+                "not changed: its physical capacity could not be recorded first: {e}"
+            ));
         }
-        done
-    }
-
-    /// One agent call with the timeout and retries.
-    async fn container_call(
-        &self,
-        agent: &str,
-        view: &ClusterView,
-        a: &Action,
-    ) -> Result<ActionResult, String> {
-        let Some(id) = a.kind.container() else {
-            return Err("not a container action".into());
-        };
-        let allocated = view
-            .container_by_id(&id)
-            .map(|i| view.container(i).allocated);
-        let action = match (&a.kind, allocated) {
-            (ActionKind::Suspend { footprint, .. }, Some(allocated)) => AgentAction::Suspend {
-                allocated,
-                target: *footprint,
-            },
-            (ActionKind::Shrink { to, .. }, Some(allocated)) => AgentAction::Shrink {
-                allocated,
-                target: *to,
-            },
-            (ActionKind::Resume { to, .. }, Some(allocated)) => {
-                if Limits::from(allocated).fits_in(to) {
-                    AgentAction::Resume
-                } else {
-                    // One graceful step back up.
-                    AgentAction::Shrink {
-                        allocated,
-                        target: *to,
+        for (a, ticks) in actions {
+            let target = target_of(&a.kind);
+            if self.in_flight.contains_key(&target) {
+                out.deferred += 1;
+                self.failed.insert(target, Pending { action: a, ticks });
+                continue;
+            }
+            let lane = a
+                .node
+                .as_ref()
+                .and_then(|n| self.calls.actuator.agent_for(n))
+                .unwrap_or_else(|| RM_LANE.to_string());
+            let job = jobs.entry(lane.clone()).or_default();
+            let call = match &a.kind {
+                ActionKind::SetNodeCapacity { node, advertised } => {
+                    match (&ledger_refused, memory.physical.get(node)) {
+                        (Some(why), Some(p)) if p != advertised => Call::Refused(why.clone()),
+                        _ => Call::Capacity(node.clone(), *advertised),
                     }
                 }
+                ActionKind::SetNodePartition { node, partition } => {
+                    Call::Partition(node.clone(), *partition)
+                }
+                _ if lane == RM_LANE => match &a.kind {
+                    ActionKind::Kill { container } => Call::RmKill(*container),
+                    _ => Call::Refused("no agent is known for this node".into()),
+                },
+                _ => agent_request(view, &a.kind),
+            };
+            self.in_flight.insert(
+                target,
+                InFlight {
+                    lane: lane.clone(),
+                    verb: a.kind.verb(),
+                    since: Instant::now(),
+                    late: false,
+                },
+            );
+            out.actions += 1;
+            let list = if a.kind.container().is_some() {
+                &mut job.containers
+            } else if capacity_goes_down(view, &a) {
+                &mut job.lower
+            } else {
+                &mut job.raise
+            };
+            list.push(Item {
+                action: a,
+                ticks,
+                call,
+            });
+        }
+        for (lane, job) in jobs {
+            let gate = self.lanes.entry(lane.clone()).or_default().clone();
+            let (calls, permits, tx) = (
+                self.calls.clone(),
+                self.permits.clone(),
+                self.done_tx.clone(),
+            );
+            self.tracker.spawn(async move {
+                let _in_order = gate.lock().await;
+                let Ok(_permit) = permits.acquire_owned().await else {
+                    return;
+                };
+                let finished = calls.run(&lane, job, trigger).await;
+                let _ = tx.send(JobDone { lane, finished });
+            });
+        }
+        out
+    }
+
+    /// Takes in a job's results: failures wait for their retry, node changes are
+    /// remembered, nodes back at their physical capacity leave the ledger.
+    pub fn complete(&mut self, done: JobDone, memory: &mut Memory) -> Completed {
+        let mut out = Completed::default();
+        let mut back: Vec<NodeId> = Vec::new();
+        for f in done.finished {
+            let target = target_of(&f.action.kind);
+            self.in_flight.remove(&target);
+            match f.result {
+                Ok(result) => {
+                    remember(&f.action, memory);
+                    if let ActionKind::SetNodeCapacity { node, advertised } = &f.action.kind
+                        && memory.physical.get(node) == Some(advertised)
+                    {
+                        back.push(node.clone());
+                    }
+                    if let Some(r) = result {
+                        out.applied.push((done.lane.clone(), r));
+                    }
+                }
+                Err(_) => {
+                    out.failed += 1;
+                    // A newer action on the same target, deferred meanwhile, wins.
+                    self.failed.entry(target).or_insert(Pending {
+                        action: f.action,
+                        ticks: f.ticks + 1,
+                    });
+                }
             }
-            (ActionKind::Resume { .. }, None) => AgentAction::Resume,
-            (ActionKind::Kill { .. }, _) => AgentAction::Kill,
-            _ => return Err(format!("{id} is no longer in the cluster")),
+        }
+        if let Err(e) = self.ledger.forget(&back) {
+            self.calls
+                .hub
+                .warn(unix_ms(), format!("node capacity record: {e}"));
+        }
+        out
+    }
+
+    /// Warns once about each action out for longer than `after`; returns how many are.
+    pub fn report_late(&mut self, after: Duration) -> usize {
+        let mut late = 0;
+        for (target, f) in &mut self.in_flight {
+            let waited = f.since.elapsed();
+            if waited < after {
+                continue;
+            }
+            late += 1;
+            if !f.late {
+                f.late = true;
+                self.calls.hub.warn(
+                    unix_ms(),
+                    format!(
+                        "late: {} of {} sent to {} {} ms ago, still waiting",
+                        f.verb,
+                        target_name(target),
+                        f.lane,
+                        waited.as_millis()
+                    ),
+                );
+            }
+        }
+        late
+    }
+
+    /// Waits, for at most `timeout`, until every action sent is back, and takes the
+    /// results in.
+    pub async fn settle(
+        &mut self,
+        results: &mut mpsc::UnboundedReceiver<JobDone>,
+        memory: &mut Memory,
+        timeout: Duration,
+    ) -> Completed {
+        let mut all = Completed::default();
+        let deadline = Instant::now() + timeout;
+        while !self.in_flight.is_empty() {
+            match tokio::time::timeout_at(deadline, results.recv()).await {
+                Ok(Some(done)) => {
+                    let c = self.complete(done, memory);
+                    all.failed += c.failed;
+                    all.applied.extend(c.applied);
+                }
+                Ok(None) | Err(_) => break,
+            }
+        }
+        all
+    }
+
+    pub async fn set_capacity(&self, node: &NodeId, advertised: Resource) -> Result<(), String> {
+        self.calls.set_capacity(node, advertised).await
+    }
+
+    /// Restores a node to its recorded physical capacity and forgets it.
+    pub async fn restore_capacity(&mut self, node: &NodeId) -> Result<Resource, String> {
+        let Some(&physical) = self.ledger.nodes().get(node) else {
+            return Err(format!("{node} is not in the node capacity record"));
         };
-        let req = ActionRequest {
-            container: id.to_string(),
-            action,
+        self.calls.set_capacity(node, physical).await?;
+        self.ledger
+            .forget([node])
+            .map_err(|e| format!("restored, but {e}"))?;
+        Ok(physical)
+    }
+
+    pub async fn set_partition(&self, node: &NodeId, partition: Partition) -> Result<(), String> {
+        self.calls.set_partition(node, partition).await
+    }
+
+    pub fn record(&self, a: &Action, trigger: Trigger, outcome: Outcome) {
+        record(&self.calls.hub, a, trigger, outcome);
+    }
+}
+
+fn target_name(t: &Target) -> String {
+    match t {
+        Target::Container(c) => c.to_string(),
+        Target::Capacity(n) => format!("the capacity of {n}"),
+        Target::Partition(n) => format!("the partition of {n}"),
+    }
+}
+
+/// The agent request for a container action, from the allocation the view shows.
+fn agent_request(view: &ClusterView, kind: &ActionKind) -> Call {
+    let Some(id) = kind.container() else {
+        return Call::Refused("not a container action".into());
+    };
+    let allocated = view
+        .container_by_id(&id)
+        .map(|i| view.container(i).allocated);
+    let action = match (kind, allocated) {
+        (ActionKind::Suspend { footprint, .. }, Some(allocated)) => AgentAction::Suspend {
+            allocated,
+            target: *footprint,
+        },
+        (ActionKind::Shrink { to, .. }, Some(allocated)) => AgentAction::Shrink {
+            allocated,
+            target: *to,
+        },
+        (ActionKind::Resume { to, .. }, Some(allocated)) => {
+            if Limits::from(allocated).fits_in(to) {
+                AgentAction::Resume
+            } else {
+                // One graceful step back up.
+                AgentAction::Shrink {
+                    allocated,
+                    target: *to,
+                }
+            }
+        }
+        (ActionKind::Resume { .. }, None) => AgentAction::Resume,
+        (ActionKind::Kill { .. }, _) => AgentAction::Kill,
+        _ => return Call::Refused(format!("{id} is no longer in the cluster")),
+    };
+    Call::Agent(ActionRequest {
+        container: id.to_string(),
+        action,
+    })
+}
+
+fn record(hub: &Hub, a: &Action, trigger: Trigger, outcome: Outcome) {
+    hub.record_action(ActionRecord {
+        at_ms: unix_ms(),
+        policy: a.policy.to_string(),
+        action: a.kind.verb().to_string(),
+        container: a.kind.container().map(|c| c.to_string()),
+        application: a.application.map(|x| x.to_string()),
+        queue: a.queue.clone(),
+        node: a.node.as_ref().map(|n| n.to_string()),
+        before: a.before.to_string(),
+        after: after_of(&a.kind),
+        reason: a.reason.clone(),
+        latency_ms: Some(trigger.at.elapsed().as_millis() as u64),
+        outcome,
+    });
+}
+
+impl Calls {
+    /// Runs one lane's job and logs each action as it finishes.
+    async fn run(&self, lane: &str, job: Job, trigger: Trigger) -> Vec<Finished> {
+        let mut finished = Vec::new();
+        let mut troubled: BTreeSet<NodeId> = BTreeSet::new();
+        for item in job.lower.into_iter().chain(job.containers) {
+            let r = self.call(lane, &item.call).await;
+            if r.is_err()
+                && item.action.kind.container().is_some()
+                && let Some(n) = &item.action.node
+            {
+                troubled.insert(n.clone());
+            }
+            finished.push(self.finish(item, r, trigger));
+        }
+        for item in job.raise {
+            let r = match &item.call {
+                Call::Capacity(node, _) if troubled.contains(node) => {
+                    Err("not advertised: an action on this node's containers failed".to_string())
+                }
+                call => self.call(lane, call).await,
+            };
+            finished.push(self.finish(item, r, trigger));
+        }
+        finished
+    }
+
+    fn finish(
+        &self,
+        item: Item,
+        r: Result<Option<ActionResult>, String>,
+        trigger: Trigger,
+    ) -> Finished {
+        let outcome = match &r {
+            Ok(_) => Outcome::Applied,
+            Err(reason) => Outcome::Failed {
+                reason: reason.clone(),
+            },
         };
+        record(&self.hub, &item.action, trigger, outcome);
+        Finished {
+            action: item.action,
+            ticks: item.ticks,
+            result: r,
+        }
+    }
+
+    async fn call(&self, lane: &str, call: &Call) -> Result<Option<ActionResult>, String> {
+        match call {
+            Call::Agent(req) => self.agent_call(lane, req).await.map(Some),
+            Call::RmKill(c) => self.rm_kill(c).await.map(|()| None),
+            Call::Capacity(node, advertised) => self
+                .with_retries(|| self.set_capacity(node, *advertised))
+                .await
+                .map(|()| None),
+            Call::Partition(node, partition) => self
+                .with_retries(|| self.set_partition(node, *partition))
+                .await
+                .map(|()| None),
+            Call::Refused(why) => Err(why.clone()),
+        }
+    }
+
+    async fn with_retries<F, Fut>(&self, mut f: F) -> Result<(), String>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<(), String>>,
+    {
+        let mut last = String::new();
+        for attempt in 0..=self.max_retries {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
+            }
+            match f().await {
+                Ok(()) => return Ok(()),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// One agent action with the timeout and retries.
+    async fn agent_call(&self, agent: &str, req: &ActionRequest) -> Result<ActionResult, String> {
         let mut last = String::new();
         for attempt in 0..=self.max_retries {
             if attempt > 0 {
@@ -316,34 +645,7 @@ impl Executor {
         }
     }
 
-    /// A node resource update or a node label change, with the retries.
-    async fn node_call(&self, a: &Action, memory: &mut Memory) -> Result<(), String> {
-        let mut last = String::new();
-        for attempt in 0..=self.max_retries {
-            if attempt > 0 {
-                tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
-            }
-            let r = match &a.kind {
-                ActionKind::SetNodeCapacity { node, advertised } => {
-                    self.set_capacity(node, *advertised).await
-                }
-                ActionKind::SetNodePartition { node, partition } => {
-                    self.set_partition(node, *partition).await
-                }
-                _ => return Err("not a node action".into()),
-            };
-            match r {
-                Ok(()) => {
-                    remember(a, memory);
-                    return Ok(());
-                }
-                Err(e) => last = e,
-            }
-        }
-        Err(last)
-    }
-
-    pub async fn set_capacity(&self, node: &NodeId, advertised: Resource) -> Result<(), String> {
+    async fn set_capacity(&self, node: &NodeId, advertised: Resource) -> Result<(), String> {
         let call = self.rm.update_node_resource(node, advertised, None);
         match tokio::time::timeout(self.call_timeout, call).await {
             Ok(r) => r.map(|_| ()).map_err(|e| e.to_string()),
@@ -353,7 +655,7 @@ impl Executor {
 
     /// Dice's short partition is the node label [`SHORT_PARTITION_LABEL`]; the label must
     /// exist in the RM (`yarn rmadmin -addToClusterNodeLabels short`).
-    pub async fn set_partition(&self, node: &NodeId, partition: Partition) -> Result<(), String> {
+    async fn set_partition(&self, node: &NodeId, partition: Partition) -> Result<(), String> {
         let labels = match partition {
             Partition::Short => vec![SHORT_PARTITION_LABEL.to_string()],
             Partition::General => Vec::new(),
@@ -365,43 +667,18 @@ impl Executor {
             Err(_) => Err("the RM did not answer in time".into()),
         }
     }
-
-    pub fn record(&self, a: &Action, trigger: Trigger, outcome: Outcome) {
-        self.hub.record_action(ActionRecord {
-            at_ms: unix_ms(),
-            policy: a.policy.to_string(),
-            action: a.kind.verb().to_string(),
-            container: a.kind.container().map(|c| c.to_string()),
-            application: a.application.map(|x| x.to_string()),
-            queue: a.queue.clone(),
-            node: a.node.as_ref().map(|n| n.to_string()),
-            before: a.before.to_string(),
-            after: after_of(&a.kind),
-            reason: a.reason.clone(),
-            latency_ms: Some(trigger.at.elapsed().as_millis() as u64),
-            outcome,
-        });
-    }
 }
 
 fn remember(a: &Action, memory: &mut Memory) {
-    match &a.kind {
-        ActionKind::SetNodeCapacity { node, advertised } => {
-            if memory.physical.get(node) == Some(advertised) {
-                memory.advertised.remove(node);
-            } else {
-                memory.advertised.insert(node.clone(), *advertised);
-            }
-        }
-        ActionKind::SetNodePartition { node, partition } => match partition {
+    if let ActionKind::SetNodePartition { node, partition } = &a.kind {
+        match partition {
             Partition::General => {
                 memory.partitions.remove(node);
             }
             Partition::Short => {
                 memory.partitions.insert(node.clone(), *partition);
             }
-        },
-        _ => {}
+        }
     }
 }
 
@@ -474,22 +751,35 @@ mod tests {
     use crate::controller::hub::ControllerEvent;
     use crate::policy::{PolicyState, decide};
 
-    /// Records every call; fails the first `fail` of them.
+    /// Records every call; fails the first `fail` of them. With `per_node`, each node
+    /// has its own agent, and `slow` takes that long over each action.
     struct FakeAgents {
         calls: Mutex<Vec<String>>,
         fail: Mutex<u32>,
+        per_node: bool,
+        slow: Option<(String, Duration)>,
     }
 
     impl Actuator for FakeAgents {
-        fn agent_for(&self, _node: &NodeId) -> Option<String> {
-            Some("http://agent".into())
+        fn agent_for(&self, node: &NodeId) -> Option<String> {
+            Some(if self.per_node {
+                format!("http://agent-of-{node}")
+            } else {
+                "http://agent".into()
+            })
         }
         fn act(
             &self,
-            _agent: &str,
+            agent: &str,
             req: ActionRequest,
         ) -> BoxFuture<'_, Result<ActionResult, String>> {
+            let agent = agent.to_string();
             Box::pin(async move {
+                if let Some((slow, took)) = &self.slow
+                    && *slow == agent
+                {
+                    tokio::time::sleep(*took).await;
+                }
                 self.calls.lock().unwrap().push(format!(
                     "{} {}",
                     req.action.kind().name(),
@@ -554,11 +844,41 @@ mod tests {
         (view, plan, settings)
     }
 
-    fn executor(fail: u32) -> (Executor, Arc<FakeAgents>, Hub) {
-        let fake = Arc::new(FakeAgents {
+    struct Running {
+        ex: Executor,
+        results: mpsc::UnboundedReceiver<JobDone>,
+        _state: tempfile::TempDir,
+    }
+
+    impl Running {
+        /// Sends the plan out and waits until everything is back.
+        async fn execute(
+            &mut self,
+            view: &ClusterView,
+            plan: &Plan,
+            memory: &mut Memory,
+        ) -> (Dispatched, Completed) {
+            let sent = self.ex.dispatch(view, plan, now(), memory);
+            let done = self
+                .ex
+                .settle(&mut self.results, memory, Duration::from_secs(10))
+                .await;
+            assert_eq!(self.ex.in_flight(), 0);
+            (sent, done)
+        }
+    }
+
+    fn executor(fail: u32) -> (Running, Arc<FakeAgents>, Hub) {
+        executor_with(FakeAgents {
             calls: Mutex::new(Vec::new()),
             fail: Mutex::new(fail),
-        });
+            per_node: false,
+            slow: None,
+        })
+    }
+
+    fn executor_with(fake: FakeAgents) -> (Running, Arc<FakeAgents>, Hub) {
+        let fake = Arc::new(fake);
         let rm = RmClient::new(&RmSettings {
             addresses: vec!["http://127.0.0.1:9".into()],
             user_name: None,
@@ -567,15 +887,29 @@ mod tests {
         })
         .unwrap();
         let hub = Hub::new();
-        let ex = Executor::new(
+        let state = tempfile::tempdir().unwrap();
+        let mut ex = Executor::new(
             fake.clone(),
             rm,
             hub.clone(),
-            Duration::from_secs(1),
-            Duration::from_secs(1),
-            0,
+            ExecutorLimits {
+                call_timeout: Duration::from_secs(1),
+                action_timeout: Duration::from_secs(60),
+                max_retries: 0,
+                max_parallel: 8,
+            },
+            CapacityLedger::open(state.path()).unwrap(),
         );
-        (ex, fake, hub)
+        let results = ex.take_results().unwrap();
+        (
+            Running {
+                ex,
+                results,
+                _state: state,
+            },
+            fake,
+            hub,
+        )
     }
 
     fn outcomes(
@@ -604,10 +938,8 @@ mod tests {
         let plan = decide(&view, &mut PolicyState::new(settings), 100_000);
         let (mut ex, fake, hub) = executor(0);
         let mut rx = hub.subscribe();
-        let done = ex
-            .execute(&view, &plan, now(), &mut Memory::default())
-            .await;
-        assert!(done.actions > 0);
+        let (sent, _) = ex.execute(&view, &plan, &mut Memory::default()).await;
+        assert!(sent.actions > 0);
         assert!(fake.calls.lock().unwrap().is_empty());
         let seen = outcomes(&mut rx);
         assert_eq!(seen.len(), plan.observed.len());
@@ -620,7 +952,7 @@ mod tests {
         let (mut ex, fake, hub) = executor(1);
         let mut rx = hub.subscribe();
         let mut memory = Memory::default();
-        let done = ex.execute(&view, &plan, now(), &mut memory).await;
+        let (_, done) = ex.execute(&view, &plan, &mut memory).await;
         assert!(done.failed >= 1, "{done:?}");
         let first = outcomes(&mut rx);
         assert!(
@@ -635,7 +967,7 @@ mod tests {
                 && matches!(o, Outcome::Failed { reason } if reason.contains("failed"))),
             "{first:?}"
         );
-        assert!(ex.failed_pending() >= 1);
+        assert!(ex.ex.failed_pending() >= 1);
 
         // Next tick the plan is empty (the policy thinks it is done): the suspension is
         // tried again and now succeeds.
@@ -643,7 +975,7 @@ mod tests {
             actions: Vec::new(),
             ..plan.clone()
         };
-        ex.execute(&view, &empty, now(), &mut memory).await;
+        ex.execute(&view, &empty, &mut memory).await;
         let second = outcomes(&mut rx);
         assert!(
             second
@@ -672,11 +1004,11 @@ mod tests {
         let (view, plan, _) = starved();
         let (mut ex, fake, _hub) = executor(1);
         let mut memory = Memory::default();
-        ex.execute(&view, &plan, now(), &mut memory).await;
+        ex.execute(&view, &plan, &mut memory).await;
         let before = fake.calls.lock().unwrap().len();
         // The same plan again: each target is acted on once, not once for the retry and
         // once for the plan.
-        ex.execute(&view, &plan, now(), &mut memory).await;
+        ex.execute(&view, &plan, &mut memory).await;
         let calls = fake.calls.lock().unwrap().clone();
         let container_actions = plan
             .actions
@@ -684,5 +1016,140 @@ mod tests {
             .filter(|a| a.kind.container().is_some())
             .count();
         assert_eq!(calls.len() - before, container_actions, "{calls:?}");
+    }
+
+    /// Two nodes, each with its own agent, full of long containers; short work waits on
+    /// both.
+    fn starved_on_two_nodes() -> (ClusterView, Plan) {
+        let view = ClusterBuilder::new()
+            .nodes(2, Resource::new(8192, 8))
+            .queue("root.short", 95.0, 100.0, JobClass::Short)
+            .queue("root.long", 5.0, 100.0, JobClass::Long)
+            .app("root.long", "MAPREDUCE")
+            .am(Resource::new(1024, 1))
+            .containers_on(0, 7, Resource::new(1024, 1))
+            .containers_on(1, 8, Resource::new(1024, 1))
+            .app("root.short", "MAPREDUCE")
+            .pending(12, Resource::new(1024, 1))
+            .build()
+            .unwrap();
+        let settings = PolicySettings {
+            kind: PolicyKind::Immediate,
+            natural_termination_factor: 1.0,
+            total_preemption_per_round: 1.0,
+            ..PolicySettings::default()
+        };
+        let plan = decide(&view, &mut PolicyState::new(settings), 100_000);
+        (view, plan)
+    }
+
+    #[tokio::test]
+    async fn a_slow_agent_delays_only_its_own_actions_and_the_tick_does_not_wait() {
+        let (view, plan) = starved_on_two_nodes();
+        let lanes: BTreeSet<String> = plan
+            .actions
+            .iter()
+            .filter(|a| a.kind.container().is_some())
+            .filter_map(|a| a.node.as_ref().map(|n| format!("http://agent-of-{n}")))
+            .collect();
+        assert_eq!(lanes.len(), 2, "both nodes give up containers: {plan:?}");
+        let slow = lanes.first().unwrap().clone();
+        let (mut ex, fake, hub) = executor_with(FakeAgents {
+            calls: Mutex::new(Vec::new()),
+            fail: Mutex::new(0),
+            per_node: true,
+            slow: Some((slow.clone(), Duration::from_secs(30))),
+        });
+        let mut rx = hub.subscribe();
+        let mut memory = Memory::default();
+        let started = Instant::now();
+        let sent = ex.ex.dispatch(&view, &plan, now(), &memory);
+        assert!(sent.actions > 0);
+        assert!(
+            started.elapsed() < Duration::from_millis(100),
+            "the tick waited"
+        );
+
+        // The other agent's job comes back on its own, long before the slow one.
+        let done = tokio::time::timeout(Duration::from_secs(5), ex.results.recv())
+            .await
+            .expect("the fast agent's job")
+            .unwrap();
+        assert_ne!(done.lane, slow);
+        let c = ex.ex.complete(done, &mut memory);
+        // Only the raise of the node's capacity fails: the RM here is unreachable.
+        assert!(!c.applied.is_empty(), "{c:?}");
+        let applied = outcomes(&mut rx);
+        assert!(
+            applied
+                .iter()
+                .any(|(a, o)| a == "suspend" && *o == Outcome::Applied),
+            "{applied:?}"
+        );
+        assert!(
+            ex.ex.in_flight() > 0,
+            "the slow agent's actions are still out"
+        );
+
+        // The next tick reports them late and does not send them again.
+        assert!(ex.ex.report_late(Duration::ZERO) > 0);
+        let warned = {
+            let mut w = Vec::new();
+            while let Ok(e) = rx.try_recv() {
+                if let ControllerEvent::Warning { message, .. } = e {
+                    w.push(message);
+                }
+            }
+            w
+        };
+        assert!(
+            warned
+                .iter()
+                .any(|m| m.starts_with("late: suspend") && m.contains(&slow)),
+            "{warned:?}"
+        );
+        let before = fake.calls.lock().unwrap().len();
+        let again = ex.ex.dispatch(&view, &plan, now(), &memory);
+        assert!(again.deferred > 0, "{again:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            fake.calls.lock().unwrap().len() - before < plan.actions.len(),
+            "targets still out are not sent twice"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_nodes_physical_capacity_is_recorded_before_it_is_raised() {
+        let (view, plan, _) = starved();
+        let raise = plan
+            .actions
+            .iter()
+            .find_map(|a| match &a.kind {
+                ActionKind::SetNodeCapacity { node, advertised } => {
+                    Some((node.clone(), *advertised))
+                }
+                _ => None,
+            })
+            .expect("immediate advertises the room it makes");
+        let (mut ex, _, _) = executor(0);
+        let mut memory = Memory::default();
+        memory
+            .physical
+            .insert(raise.0.clone(), Resource::new(8192, 8));
+        ex.ex.dispatch(&view, &plan, now(), &memory);
+        // On disk before any call went out (the RM here is unreachable, so the raise
+        // fails and the record stays).
+        let text = std::fs::read_to_string(ex.ex.ledger().path()).unwrap();
+        assert!(
+            text.contains(raise.0.as_str()) && text.contains("8192"),
+            "{text}"
+        );
+        ex.ex
+            .settle(&mut ex.results, &mut memory, Duration::from_secs(10))
+            .await;
+        assert_eq!(
+            ex.ex.ledger().nodes().get(&raise.0),
+            Some(&Resource::new(8192, 8))
+        );
     }
 }

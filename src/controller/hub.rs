@@ -58,8 +58,13 @@ pub struct TickSummary {
     /// `timer`, `submission`, `rm-submission`, `agent-event`, `manual`, `reload`, `shutdown`.
     pub trigger: String,
     pub duration_ms: f64,
+    /// Actions sent out.
     pub actions: usize,
+    /// Actions sent by earlier ticks that came back failed since the last summary.
     pub failed: usize,
+    /// Actions sent more than a monitoring interval ago and still not back.
+    #[serde(default)]
+    pub late: usize,
 }
 
 /// Everything the controller streams on `/api/v1/events`.

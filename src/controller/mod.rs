@@ -3,12 +3,15 @@
 //! - [`view`]: RM snapshot + configuration + agents' reports -> `ClusterView`;
 //! - [`agents`]: the [`Actuator`](agents::Actuator) trait and the HTTP agents;
 //! - [`executor`]: plan actions -> agent and RM calls, retries, the preemption log;
+//! - [`capacities`]: the durable record of the node capacities Preemptor changed, and
+//!   [`restore`]: `preemptor restore-capacities`, which puts them back;
 //! - [`controller`](mod@controller): the loop, [`start`] and [`ControllerHandle`];
 //! - [`hub`]: what the API, the dashboard and the demo read.
 //!
 //! See docs/controller.md.
 pub mod agents;
 pub mod api;
+pub mod capacities;
 pub mod cli;
 #[allow(clippy::module_inception)]
 pub mod controller;
@@ -20,6 +23,7 @@ pub mod live_queues;
 pub mod log;
 pub mod logs;
 pub mod metrics;
+pub mod restore;
 pub mod view;
 
 pub use agents::{Actuator, HttpAgents};

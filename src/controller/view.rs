@@ -21,11 +21,9 @@ pub const SHORT_PARTITION_LABEL: &str = "short";
 /// What the controller remembers between ticks to build a view the RM alone cannot give.
 #[derive(Clone, Debug, Default)]
 pub struct Memory {
-    /// A node's physical capacity: its `totalResource` when first seen, before Preemptor
-    /// advertised anything there.
+    /// A node's physical capacity: from the capacity record for a node Preemptor
+    /// changed, else its `totalResource` when first seen.
     pub physical: BTreeMap<NodeId, Resource>,
-    /// Advertised capacities Preemptor set, to undo on shutdown.
-    pub advertised: BTreeMap<NodeId, Resource>,
     /// Partitions Preemptor set, to undo on shutdown.
     pub partitions: BTreeMap<NodeId, Partition>,
     /// Since when an application has had outstanding requests.

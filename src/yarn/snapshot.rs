@@ -7,7 +7,7 @@
 //! AM container id in `amContainerLogs`, so `/appattempts` is asked only for a new
 //! application or a new attempt (an AM restart), and a tick costs O(apps) calls.
 
-use futures_util::future::join_all;
+use futures_util::StreamExt;
 use serde::Serialize;
 
 use super::client::{APPS_PATH, AppsQuery, NODES_PATH, RmClient, containers_path};
@@ -17,6 +17,9 @@ use super::dto::{
 use super::error::Error;
 use super::tolerant::{Recovery, SchemaWarning};
 use crate::cluster::{ApplicationAttemptId, ApplicationId, ContainerId};
+
+/// Container listings asked of the RM at once; its web server has a small thread pool.
+const RM_PARALLEL_REQUESTS: usize = 16;
 
 /// What the ResourceManager reported in one tick.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -80,12 +83,16 @@ impl RmClient {
             })
             .filter_map(|a| Some((a.id.parse().ok()?, attempt_of_am_logs(&a.am_container_logs))))
             .collect();
-        let fetched = join_all(
-            running
-                .iter()
-                .map(|&(app, hint)| self.current_containers(app, hint)),
-        )
-        .await;
+        // The RM has no cluster-wide container listing: one request per application
+        // holding containers, a bounded number at once.
+        let calls: Vec<_> = running
+            .iter()
+            .map(|&(app, hint)| self.current_containers(app, hint))
+            .collect();
+        let fetched: Vec<_> = futures_util::stream::iter(calls)
+            .buffered(RM_PARALLEL_REQUESTS)
+            .collect()
+            .await;
         self.forget_attempts_except(&running);
         let mut containers = Vec::new();
         for result in fetched {

@@ -29,7 +29,7 @@ use super::super::hub::{ControllerEvent, Metrics, Outcome};
 use super::super::{ControllerConfig, ControllerHandle};
 use super::json::{ChecksJson, JobJson, Percentiles, PolicyJson, policy_json};
 use super::report::PolicySummary;
-use super::run::{LocalAgent, machine_has_swap, random_token, unique_temp_dir};
+use super::run::{LocalAgent, TempDir, machine_has_swap, random_token, unique_temp_dir};
 use super::{DemoError, DemoPolicy};
 use procs::{CLUSTER_MARKER, Client, Cluster, ClusterSpec};
 use workload::Tools;
@@ -131,23 +131,6 @@ fn say(config: &HadoopDemoConfig, line: &str) {
     }
 }
 
-/// A directory of its own under `$TMPDIR`, removed when dropped.
-struct RunDir(PathBuf);
-
-impl RunDir {
-    fn create() -> Result<RunDir, DemoError> {
-        unique_temp_dir("preemptor-hadoop-demo-{pid}-{ms}").map(RunDir)
-    }
-}
-
-impl Drop for RunDir {
-    fn drop(&mut self) {
-        if let Err(e) = std::fs::remove_dir_all(&self.0) {
-            tracing::warn!(dir = %self.0.display(), error = %e, "removing the demo's directory");
-        }
-    }
-}
-
 fn io_err(what: &str, p: &Path) -> impl Fn(std::io::Error) -> DemoError {
     let msg = format!("{what} {}", p.display());
     move |e| DemoError::Io(format!("{msg}: {e}"))
@@ -224,7 +207,7 @@ pub async fn run(
     config: &HadoopDemoConfig,
     cancel: CancellationToken,
 ) -> Result<HadoopReport, DemoError> {
-    let root = RunDir::create()?;
+    let root = TempDir(unique_temp_dir("preemptor-hadoop-demo-{pid}-{ms}")?);
     let inputs = prepare(config, &root.0).await?;
     let mut report = HadoopReport {
         rows: Vec::new(),
@@ -475,8 +458,10 @@ fn controller_config(
     rm: &str,
     agents: Vec<(String, String)>,
     token: &str,
+    state_dir: &Path,
 ) -> Result<ControllerConfig, DemoError> {
     let mut settings = config.conf.settings.clone();
+    settings.controller.state_dir = state_dir.to_path_buf();
     if !machine_has_swap() {
         // Without swap a memory cut under use is refused: suspend takes CPU only.
         settings.policy.suspend.footprint.memory_mb = MR_TASK_MB;
@@ -703,11 +688,17 @@ async fn run_policy(
         .collect();
     let controller = match kind {
         Some(k) => {
-            let started =
-                match controller_config(config, k, &cluster.rm, agent_urls.clone(), &token) {
-                    Ok(cc) => super::super::start(cc).await.map_err(DemoError::Controller),
-                    Err(e) => Err(e),
-                };
+            let started = match controller_config(
+                config,
+                k,
+                &cluster.rm,
+                agent_urls.clone(),
+                &token,
+                &run_dir.join(format!("controller-{}", k.name())),
+            ) {
+                Ok(cc) => super::super::start(cc).await.map_err(DemoError::Controller),
+                Err(e) => Err(e),
+            };
             match started {
                 Ok(c) => Some(c),
                 Err(e) => {

@@ -188,6 +188,17 @@ pub(super) fn unique_temp_dir(name: &str) -> Result<PathBuf, DemoError> {
     Ok(dir)
 }
 
+/// A directory removed with everything in it when dropped.
+pub(super) struct TempDir(pub(super) PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.0) {
+            tracing::warn!(dir = %self.0.display(), error = %e, "removing the demo's directory");
+        }
+    }
+}
+
 /// 32 random bytes from the kernel, hex-encoded.
 pub(super) fn random_token() -> Result<String, DemoError> {
     use std::io::Read;
@@ -413,6 +424,18 @@ async fn run_policy(
             None => (Some(LocalAgent::start(&token, policy).await?), None),
         };
     let agent_url = agent.as_ref().map(|a| a.agent.url());
+    let state = match unique_temp_dir(&format!(
+        "preemptor-demo-{{pid}}-{{ms}}-controller-{}",
+        policy.name()
+    )) {
+        Ok(d) => TempDir(d),
+        Err(e) => {
+            if let Some(a) = agent {
+                a.stop().await;
+            }
+            return Err(e);
+        }
+    };
     let started = match controller_config(
         config,
         policy,
@@ -422,7 +445,10 @@ async fn run_policy(
         actuator,
         keep_memory,
     ) {
-        Ok(cc) => super::super::start(cc).await.map_err(DemoError::Controller),
+        Ok(mut cc) => {
+            cc.settings.controller.state_dir = state.0.clone();
+            super::super::start(cc).await.map_err(DemoError::Controller)
+        }
         Err(e) => Err(e),
     };
     let controller = match started {
