@@ -264,6 +264,29 @@ impl Api {
     }
 }
 
+/// Each node's `totalResource` as the RM reports it: (memory MB, vcores) by node id.
+async fn rm_capacities(api: &Api, rm: &str) -> Result<BTreeMap<String, (u64, u64)>, String> {
+    let v = api
+        .get(
+            &format!("{rm}/ws/v1/cluster/nodes?user.name=preemptor"),
+            None,
+        )
+        .await?;
+    let nodes = v["nodes"]["node"]
+        .as_array()
+        .ok_or_else(|| format!("no nodes in {v}"))?;
+    nodes
+        .iter()
+        .map(|n| {
+            let t = &n["totalResource"];
+            match (n["id"].as_str(), t["memory"].as_u64(), t["vCores"].as_u64()) {
+                (Some(id), Some(m), Some(c)) => Ok((id.to_string(), (m, c))),
+                _ => Err(format!("node without id or totalResource: {n}")),
+            }
+        })
+        .collect()
+}
+
 /// Polls `check` every 250 ms until it returns `Some`, for at most `timeout`.
 async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
 where
@@ -434,6 +457,9 @@ async fn the_compose_cluster_preempts_and_survives_agent_rm_network_and_controll
         },
     )
     .await;
+    // Before anything is preempted: the nodes' configured capacities, as registered.
+    let configured = rm_capacities(&api, &rm).await.expect("the RM's nodes");
+    assert_eq!(configured.len(), 3, "{configured:?}");
     // The dashboard is served without changing anything: every route is a GET.
     let page = api
         .http
@@ -716,6 +742,11 @@ async fn the_compose_cluster_preempts_and_survives_agent_rm_network_and_controll
         (!long.throttled().is_empty()).then_some(())
     })
     .await;
+    eventually(Duration::from_secs(30), "a node raised", || async {
+        let now = rm_capacities(&api, &rm).await.ok()?;
+        (now != configured).then_some(())
+    })
+    .await;
     compose
         .docker_cli(&["kill", "--signal", "KILL", &compose.container("controller")])
         .await;
@@ -725,6 +756,12 @@ async fn the_compose_cluster_preempts_and_survives_agent_rm_network_and_controll
         || async { long.throttled().is_empty().then_some(()) },
     )
     .await;
+    // Only the controller's record knows the physical capacities now.
+    assert_ne!(
+        rm_capacities(&api, &rm).await.expect("the RM's nodes"),
+        configured,
+        "the kill left nothing raised"
+    );
     compose
         .docker_cli(&["start", &compose.container("controller")])
         .await;
@@ -761,6 +798,14 @@ async fn the_compose_cluster_preempts_and_survives_agent_rm_network_and_controll
     )
     .await;
     long.assert_all_original();
+    // And every node advertises its configured capacity again, read from the RM: the
+    // restarted controller took the physical capacities from its record.
+    eventually(
+        Duration::from_secs(30),
+        "every node back at its configured capacity",
+        || async { (rm_capacities(&api, &rm).await.ok()? == configured).then_some(()) },
+    )
+    .await;
     kill_app(&rm, &long_app).await;
 }
 

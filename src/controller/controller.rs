@@ -715,12 +715,14 @@ impl Loop {
             .map(|a| {
                 let call = actuator.containers(a);
                 async move {
-                    tokio::time::timeout(deadline, call).await.unwrap_or_else(|_| {
-                        Err(format!(
-                            "no container listing within {} ms",
-                            deadline.as_millis()
-                        ))
-                    })
+                    tokio::time::timeout(deadline, call)
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err(format!(
+                                "no container listing within {} ms",
+                                deadline.as_millis()
+                            ))
+                        })
                 }
             })
             .collect();
