@@ -13,8 +13,11 @@
 //! (default 60) and reports the exact tick duration p50/p99 from every tick's own duration
 //! (the controller's `/api/v1/events` stream), the actions the agents recorded, and the
 //! controller's VmRSS/VmHWM from /proc; then the 2,000/200 ratios. `PREEMPTOR_LOAD_NODES`
-//! (default `200,2000`) changes the sizes. Every process, task and temp dir it starts is
-//! stopped or removed however it ends (the controller is killed on drop).
+//! (default `200,2000`) changes the sizes, `PREEMPTOR_LOAD_INTERVAL_MS` (default 1000) the
+//! monitoring interval, and `PREEMPTOR_LOAD_BASELINE=/path/to/preemptor` runs that other
+//! build first on each size (a fresh emulator each) and prints this/baseline ratios.
+//! Every process, task and temp dir it starts is stopped or removed however it ends (the
+//! controller is killed on drop).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -123,7 +126,21 @@ fn free_port() -> BenchResult<u16> {
         .map_err(|e| format!("local address: {e}"))
 }
 
-fn write_conf(dir: &Path, rm_url: &str, addresses: &str, api_port: u16) -> BenchResult<()> {
+/// Which controller binary runs, at what monitoring interval.
+#[derive(Clone, Debug)]
+struct Run {
+    label: &'static str,
+    binary: std::path::PathBuf,
+    interval_ms: u64,
+}
+
+fn write_conf(
+    dir: &Path,
+    run: &Run,
+    rm_url: &str,
+    addresses: &str,
+    api_port: u16,
+) -> BenchResult<()> {
     let scheduler = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/hadoop-conf/capacity-scheduler.xml"
@@ -135,7 +152,10 @@ fn write_conf(dir: &Path, rm_url: &str, addresses: &str, api_port: u16) -> Bench
     let props = [
         ("yarn.preemptor.rm.address", rm_url.to_string()),
         ("yarn.preemptor.policy", "immediate".into()),
-        ("yarn.preemptor.monitoring-interval-ms", "1000".into()),
+        (
+            "yarn.preemptor.monitoring-interval-ms",
+            run.interval_ms.to_string(),
+        ),
         ("yarn.preemptor.agent.addresses", addresses.to_string()),
         (
             "yarn.preemptor.agent.token-file",
@@ -280,14 +300,19 @@ fn cluster_line(h: &EmulatorHandle) -> (f64, usize, usize) {
     })
 }
 
-async fn run_size(nodes: usize, secs: u64) -> BenchResult<Measured> {
-    eprintln!("== {nodes} NodeManagers ==");
+async fn run_size(nodes: usize, secs: u64, run: &Run) -> BenchResult<Measured> {
+    eprintln!(
+        "== {nodes} NodeManagers, {} controller ({}), {} ms ticks ==",
+        run.label,
+        run.binary.display(),
+        run.interval_ms
+    );
     let started = Instant::now();
     let config = EmulatorConfig::local(nodes, NODE, RuntimeChoice::Simulated);
     let h = Emulator::start(config)
         .await
         .map_err(|e| format!("starting the emulator: {e}"))?;
-    let result = with_emulator(&h, nodes, secs, started).await;
+    let result = with_emulator(&h, nodes, secs, started, run).await;
     if let Err(e) = h.shutdown().await {
         eprintln!("stopping the emulator: {e}");
     }
@@ -299,6 +324,7 @@ async fn with_emulator(
     nodes: usize,
     secs: u64,
     started: Instant,
+    run: &Run,
 ) -> BenchResult<Measured> {
     let runtime = h
         .simulated_runtime()
@@ -316,7 +342,7 @@ async fn with_emulator(
         agents.agents().len(),
         started.elapsed().as_secs_f64()
     );
-    let result = with_agents(h, &agents, nodes, secs).await;
+    let result = with_agents(h, &agents, nodes, secs, run).await;
     agents.shutdown().await;
     result
 }
@@ -326,18 +352,19 @@ async fn with_agents(
     agents: &DryRunAgents,
     nodes: usize,
     secs: u64,
+    run: &Run,
 ) -> BenchResult<Measured> {
     let dir = tempfile::Builder::new()
         .prefix("controller-load-")
         .tempdir()
         .map_err(|e| format!("temp dir: {e}"))?;
     let api_port = free_port()?;
-    write_conf(dir.path(), h.rm_url(), &agents.addresses(), api_port)?;
+    write_conf(dir.path(), run, h.rm_url(), &agents.addresses(), api_port)?;
     let log_path = dir.path().join("controller.log");
     let log = std::fs::File::create(&log_path).map_err(|e| format!("log file: {e}"))?;
     let log2 = log.try_clone().map_err(|e| format!("log file: {e}"))?;
     let mut controller = Controller(
-        Command::new(env!("CARGO_BIN_EXE_preemptor"))
+        Command::new(&run.binary)
             .args(["controller", "--conf-dir"])
             .arg(dir.path())
             .env("RUST_LOG", "info")
@@ -649,12 +676,42 @@ async fn run() -> BenchResult<()> {
     if sizes.is_empty() || sizes.contains(&0) || secs == 0 {
         return Err("need at least one node count above 0 and PREEMPTOR_LOAD_SECS above 0".into());
     }
+    let interval_ms: u64 = env_or("PREEMPTOR_LOAD_INTERVAL_MS", 1000)?;
+    let current = Run {
+        label: "this",
+        binary: env!("CARGO_BIN_EXE_preemptor").into(),
+        interval_ms,
+    };
+    // Another build of `preemptor` (say, the last release) measured on the same sizes in
+    // the same run, each on a fresh emulator, for side-by-side ratios.
+    let baseline = std::env::var_os("PREEMPTOR_LOAD_BASELINE").map(|b| Run {
+        label: "baseline",
+        binary: b.into(),
+        interval_ms,
+    });
     let mut results = Vec::new();
     for &n in &sizes {
-        let m = run_size(n, secs).await?;
+        let base = match &baseline {
+            Some(b) => {
+                let m = run_size(n, secs, b).await?;
+                report(&m);
+                Some(m)
+            }
+            None => None,
+        };
+        let m = run_size(n, secs, &current).await?;
         report(&m);
         if m.ticks_ms.is_empty() {
             return Err(format!("{n} nodes: the controller reported no tick"));
+        }
+        if let Some(b) = base.filter(|b| !b.ticks_ms.is_empty()) {
+            println!(
+                "{n} nodes, this/baseline: tick p50 x{:.2}, tick p99 x{:.2}, VmHWM x{:.2}, VmRSS x{:.2}",
+                percentile(&m.ticks_ms, 0.5) / percentile(&b.ticks_ms, 0.5),
+                percentile(&m.ticks_ms, 0.99) / percentile(&b.ticks_ms, 0.99),
+                m.hwm_kib as f64 / b.hwm_kib.max(1) as f64,
+                m.rss_kib as f64 / b.rss_kib.max(1) as f64,
+            );
         }
         results.push(m);
     }

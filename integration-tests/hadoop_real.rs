@@ -553,3 +553,296 @@ fn the_process_backend_suspends_a_real_map_task_that_then_succeeds() {
         agent.shutdown().await;
     });
 }
+
+/// RM_QUEUES with Preemptor's classes: `interactive` short, `batch` long.
+fn classed_queues() -> String {
+    RM_QUEUES.replace(
+        "</configuration>",
+        "  <property><name>yarn.scheduler.capacity.root.interactive.preemptor.job-class</name><value>short</value></property>\n  <property><name>yarn.scheduler.capacity.root.batch.preemptor.job-class</name><value>long</value></property>\n</configuration>",
+    )
+}
+
+/// A client process (`hadoop jar`), killed and reaped however the test ends.
+struct Reaped(std::process::Child);
+
+impl Reaped {
+    fn stop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A `preemptor controller` process, SIGKILLed and reaped however the test ends.
+struct ControllerProcess(std::process::Child);
+
+impl ControllerProcess {
+    fn spawn(conf: &Path, log: &Path) -> ControllerProcess {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .expect("controller log");
+        ControllerProcess(
+            std::process::Command::new(env!("CARGO_BIN_EXE_preemptor"))
+                .args(["controller", "--conf-dir"])
+                .arg(conf)
+                .env("RUST_LOG", "info")
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().expect("log"))
+                .stderr(log)
+                .spawn()
+                .expect("spawning preemptor controller"),
+        )
+    }
+
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for ControllerProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The controller binary on the real RM, with the agent's `process` backend on the real
+/// NodeManager: SIGKILLed while a map task is suspended and the node raised, then
+/// started again. Its first tick puts every container and the node's capacity back,
+/// read from the cgroup files and from the RM.
+#[test]
+fn a_controller_killed_on_the_real_rm_restores_containers_and_capacity_on_restart() {
+    let test = "a_controller_killed_on_the_real_rm_restores_containers_and_capacity_on_restart";
+    let Some(mounts) = crate::agent_host::cgroups_or_skip(test) else {
+        return;
+    };
+    let Some(c) = Cluster::up(
+        test,
+        &classed_queues(),
+        &[
+            "--nodes",
+            "1",
+            "--node-memory-mb",
+            "8192",
+            "--node-vcores",
+            "4",
+        ],
+    ) else {
+        return;
+    };
+    let parent = format!("/preemptor-hadoop-restart-{}", std::process::id());
+    let _cgroups = crate::agent_host::CgroupTreeGuard::new(&mounts, &parent);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let rm = c.client();
+        let node = wait_for("the NodeManager", Duration::from_secs(60), || async {
+            let nodes = rm.nodes().await.ok()?.value;
+            nodes.into_iter().find(|n| n.state == "RUNNING")
+        })
+        .await;
+        let configured = node.total_resource.to_resource();
+        let node_id = NodeId::new(node.id.trim());
+        let advertised = || async {
+            rm.node(&node_id)
+                .await
+                .map(|n| n.value.total_resource.to_resource())
+                .ok()
+        };
+
+        // The agent holds what it changed for two minutes without a controller.
+        let state = tempfile::tempdir().expect("agent state dir");
+        let mut config = AgentConfig::new(
+            crate::agent_support::TOKEN.as_bytes().to_vec(),
+            state.path().to_path_buf(),
+        );
+        config.listen = "127.0.0.1:0".parse().expect("addr");
+        config.containers = ContainerBackend::Process;
+        config.nodemanager = Some(c.h.nm_webapps[0].clone());
+        config.nm_local_dirs = vec![c.h.nm_local_dir(1)];
+        config.agent_cgroup_parent = parent.clone();
+        config.lease_timeout = Duration::from_secs(120);
+        let agent = preemptor::agent::start(config).await.expect("agent starts");
+        let client = AgentClient::new(
+            &agent.url(),
+            crate::agent_support::TOKEN,
+            Duration::from_secs(60),
+        )
+        .expect("client");
+
+        let conf = c.dir.path().join("controller-conf");
+        std::fs::create_dir(&conf).expect("controller conf dir");
+        crate::common::controller_conf_dir(
+            &conf,
+            &[
+                ("agent.token", crate::agent_support::TOKEN),
+                ("api.token", "api-token"),
+            ],
+            &[
+                ("yarn.preemptor.rm.address", c.h.rm.clone()),
+                ("yarn.preemptor.rm.user-name", "preemptor".into()),
+                ("yarn.preemptor.policy", "immediate".into()),
+                ("yarn.preemptor.monitoring-interval-ms", "1000".into()),
+                ("yarn.preemptor.total-preemption-per-round", "1.0".into()),
+                ("yarn.preemptor.natural-termination-factor", "1.0".into()),
+                // No swap here: a memory cut under use is refused, so CPU only.
+                ("yarn.preemptor.suspend.footprint-memory-mb", "1024".into()),
+                (
+                    "yarn.preemptor.agent.addresses",
+                    format!("{}={}", node_id, agent.url()),
+                ),
+                (
+                    "yarn.preemptor.agent.token-file",
+                    conf.join("agent.token").display().to_string(),
+                ),
+                ("yarn.preemptor.agent.lease-timeout-ms", "120000".into()),
+                ("yarn.preemptor.controller.listen", "127.0.0.1:0".into()),
+                (
+                    "yarn.preemptor.controller.token-file",
+                    conf.join("api.token").display().to_string(),
+                ),
+            ],
+        );
+        std::fs::copy(
+            c.dir.path().join("conf-in").join("capacity-scheduler.xml"),
+            conf.join("capacity-scheduler.xml"),
+        )
+        .expect("the RM's queues for the controller");
+        let log = c.dir.path().join("controller.log");
+        let mut controller = ControllerProcess::spawn(&conf, &log);
+
+        // Three long maps and their AM take the node's four vcores (DRF).
+        let sleep_job = |queue: &str, maps: &str, name: &str| {
+            let out = std::fs::File::create(c.dir.path().join(format!("{name}.log")))
+                .expect("job log");
+            c.h.tool(
+                "hadoop",
+                &[
+                    "org.apache.hadoop.mapreduce.SleepJob",
+                    &format!("-Dmapreduce.job.queuename={queue}"),
+                    "-m",
+                    maps,
+                    "-r",
+                    "0",
+                    "-mt",
+                    "600000",
+                ],
+            )
+            .env("HADOOP_CLASSPATH", &c.h.tests_jar)
+            .stdout(out.try_clone().expect("log"))
+            .stderr(out)
+            .spawn()
+            .map(Reaped)
+            .expect("hadoop SleepJob")
+        };
+        let mut long = sleep_job("batch", "3", "long");
+        let apps_in = |queue: &'static str| {
+            let rm = rm.clone();
+            async move {
+                let apps = rm.apps(&Default::default()).await.ok()?.value;
+                apps.into_iter().find(|a| {
+                    a.queue.ends_with(queue) && matches!(a.state.name(), "RUNNING" | "ACCEPTED")
+                })
+            }
+        };
+        wait_for("three running maps", Duration::from_secs(180), || {
+            let client = client.clone();
+            async move {
+                let running = client.containers().await.ok()?;
+                (running.iter().filter(|s| s.running).count() >= 4).then_some(())
+            }
+        })
+        .await;
+        let mut short = sleep_job("interactive", "1", "short");
+        let suspended = wait_for(
+            "a suspended map and the node raised",
+            Duration::from_secs(120),
+            || {
+                let client = client.clone();
+                let advertised = advertised();
+                async move {
+                    let s: Vec<String> = client
+                        .containers()
+                        .await
+                        .ok()?
+                        .into_iter()
+                        .filter(|s| s.changed && s.running)
+                        .map(|s| s.container.to_string())
+                        .collect();
+                    let raised = advertised.await? != configured;
+                    (!s.is_empty() && raised).then_some(s)
+                }
+            },
+        )
+        .await;
+
+        controller.kill();
+        let short_app = apps_in("interactive").await.expect("the short job runs");
+        let short_id = short_app.id.parse().expect("application id");
+        rm.kill_app(&short_id).await.expect("kill the short job");
+        short.stop();
+        // The agent's lease holds: still suspended, and the RM still raised.
+        for id in &suspended {
+            let dirs = mounts.dirs_at(&format!("{parent}/{id}")).expect("dirs");
+            assert_eq!(
+                dirs.read_limits().expect("limits").cpu_quota_us,
+                Some(1_000),
+                "{id}"
+            );
+        }
+        assert_ne!(advertised().await, Some(configured), "nothing left raised");
+
+        let restarted = Instant::now();
+        let _controller = ControllerProcess::spawn(&conf, &log);
+        wait_for(
+            "every container and the node's capacity back",
+            Duration::from_secs(30),
+            || {
+                let advertised = advertised();
+                let throttled: Vec<&String> = suspended
+                    .iter()
+                    .filter(|id| {
+                        mounts
+                            .dirs_at(&format!("{parent}/{id}"))
+                            .and_then(|d| Ok(d.read_limits()?))
+                            .is_ok_and(|l| l.cpu_quota_us.is_some())
+                    })
+                    .collect();
+                let none = throttled.is_empty();
+                async move { (none && advertised.await == Some(configured)).then_some(()) }
+            },
+        )
+        .await;
+        let took = restarted.elapsed();
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        eprintln!(
+            "restarted controller: {} container(s) resumed and the node back at {configured} in {} ms from the process start",
+            suspended.len(),
+            took.as_millis()
+        );
+        assert!(
+            text.contains("controller restarted: what an earlier run changed"),
+            "the restart's resumes are logged:\n{text}"
+        );
+        // The first tick runs at once; one monitoring interval (1 s) of slack for the
+        // JVM-loaded machine, plus the process start.
+        assert!(took < Duration::from_secs(3), "took {took:?}:\n{text}");
+
+        let long_app = apps_in("batch").await.expect("the long job runs");
+        rm.kill_app(&long_app.id.parse().expect("application id"))
+            .await
+            .expect("kill the long job");
+        long.stop();
+        agent.shutdown().await;
+    });
+}

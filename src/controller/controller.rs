@@ -105,6 +105,33 @@ pub enum ControllerError {
     Ledger(#[from] LedgerError),
 }
 
+/// Why everything Preemptor changed goes back.
+#[derive(Clone, Copy, Debug)]
+enum Undo {
+    Shutdown,
+    /// The first tick found what an earlier run left: containers an agent still holds
+    /// changed (its lease has not run out) or nodes in the capacity record. The policy
+    /// state that explained them died with that run, so they go back, and the next
+    /// tick decides afresh.
+    Restart,
+}
+
+impl Undo {
+    fn why(self) -> &'static str {
+        match self {
+            Undo::Shutdown => "controller shutting down",
+            Undo::Restart => "controller restarted: what an earlier run changed",
+        }
+    }
+
+    fn trigger(self) -> &'static str {
+        match self {
+            Undo::Shutdown => "shutdown",
+            Undo::Restart => "restart",
+        }
+    }
+}
+
 /// What [`ControllerHandle::shutdown`] gave back.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ShutdownReport {
@@ -361,6 +388,7 @@ pub async fn start(config: ControllerConfig) -> Result<ControllerHandle, Control
         last_statuses: HashMap::new(),
         reported: HashSet::new(),
         failed_since_tick: 0,
+        recovered: false,
         _sub_tx: sub_tx,
     };
     let c = cancel.clone();
@@ -519,6 +547,8 @@ struct Loop {
     reported: HashSet<String>,
     /// Actions that came back failed since the last tick summary.
     failed_since_tick: usize,
+    /// The first tick has checked for what an earlier run left changed.
+    recovered: bool,
     _sub_tx: mpsc::Sender<SubmissionSeen>,
 }
 
@@ -580,7 +610,7 @@ impl Loop {
                                 .settle(&mut results, &mut self.memory, SETTLE_AT_SHUTDOWN)
                                 .await;
                             self.took_in(c);
-                            self.restore_all().await
+                            self.restore_all(Undo::Shutdown).await
                         };
                         let _ = done.send(report);
                         return;
@@ -766,6 +796,32 @@ impl Loop {
             }
         }
         self.last_statuses.retain(|a, _| distinct.contains(a));
+        if !self.recovered {
+            self.recovered = true;
+            let inherited = statuses.values().filter(|s| s.changed && s.running).count();
+            let recorded = self.executor.ledger().nodes().len();
+            if inherited + recorded > 0 {
+                self.hub.warn(
+                    now,
+                    format!(
+                        "an earlier run left {inherited} container(s) changed and {recorded} node(s) recorded: putting them back before deciding"
+                    ),
+                );
+                let report = self.restore_all(Undo::Restart).await;
+                for f in &report.failed {
+                    self.hub.warn(now, format!("restart: not restored: {f}"));
+                }
+                self.finish_tick(
+                    trigger,
+                    started,
+                    report.resumed + report.capacities_restored,
+                    0,
+                );
+                // Decide at once on the cluster as it is now.
+                let _ = self.event_tx.try_send(Instant::now());
+                return;
+            }
+        }
 
         let inputs = view::Inputs {
             queues: &self.queues,
@@ -1039,9 +1095,9 @@ impl Loop {
 
     /// Resumes every container an agent reports changed and restores every node
     /// capacity and partition Preemptor set.
-    async fn restore_all(&mut self) -> ShutdownReport {
+    async fn restore_all(&mut self, undo: Undo) -> ShutdownReport {
         let trigger = Trigger {
-            kind: "shutdown",
+            kind: undo.trigger(),
             at: Instant::now(),
         };
         let mut report = ShutdownReport::default();
@@ -1083,7 +1139,7 @@ impl Loop {
                     to: allocated.unwrap_or_default(),
                 },
                 policy,
-                reason: "controller shutting down: everything goes back".into(),
+                reason: format!("{}: everything goes back", undo.why()),
                 application: Some(s.container.application()),
                 queue: None,
                 node: None,
@@ -1116,7 +1172,7 @@ impl Loop {
                     advertised: physical,
                 },
                 policy,
-                reason: "controller shutting down: physical capacity again".into(),
+                reason: format!("{}: physical capacity again", undo.why()),
                 application: None,
                 queue: None,
                 node: Some(node.clone()),
@@ -1143,7 +1199,7 @@ impl Loop {
                     partition: crate::cluster::Partition::General,
                 },
                 policy: PolicyKind::Dice,
-                reason: "controller shutting down: back to the general partition".into(),
+                reason: format!("{}: back to the general partition", undo.why()),
                 application: None,
                 queue: None,
                 node: Some(node.clone()),
@@ -1169,7 +1225,8 @@ impl Loop {
             resumed = report.resumed,
             capacities_restored = report.capacities_restored,
             failed = report.failed.len(),
-            "shutdown: containers resumed and node capacities restored"
+            "{}: containers resumed and node capacities restored",
+            undo.why()
         );
         report
     }
