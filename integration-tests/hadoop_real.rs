@@ -814,8 +814,9 @@ fn a_controller_killed_on_the_real_rm_restores_containers_and_capacity_on_restar
                     .filter(|id| {
                         mounts
                             .dirs_at(&format!("{parent}/{id}"))
-                            .and_then(|d| Ok(d.read_limits()?))
-                            .is_ok_and(|l| l.cpu_quota_us.is_some())
+                            .ok()
+                            .and_then(|d| d.read_limits().ok())
+                            .is_some_and(|l| l.cpu_quota_us.is_some())
                     })
                     .collect();
                 let none = throttled.is_empty();
