@@ -74,9 +74,13 @@ impl Cluster {
 
     /// One NodeManager of 8192 MB and `vcores`.
     fn one_node(test: &str, vcores: &str) -> Option<Cluster> {
+        Cluster::one_node_with(test, RM_QUEUES, vcores)
+    }
+
+    fn one_node_with(test: &str, queues: &str, vcores: &str) -> Option<Cluster> {
         Cluster::up(
             test,
-            RM_QUEUES,
+            queues,
             &[
                 "--nodes",
                 "1",
@@ -86,6 +90,21 @@ impl Cluster {
                 vcores,
             ],
         )
+    }
+
+    /// An agent with the `process` backend on the (only) NodeManager, its cgroups
+    /// under `parent`.
+    fn process_agent(&self, state: &Path, parent: &str) -> AgentConfig {
+        let mut config = AgentConfig::new(
+            crate::agent_support::TOKEN.as_bytes().to_vec(),
+            state.to_path_buf(),
+        );
+        config.listen = "127.0.0.1:0".parse().expect("addr");
+        config.containers = ContainerBackend::Process;
+        config.nodemanager = Some(self.h.nm_webapps[0].clone());
+        config.nm_local_dirs = vec![self.h.nm_local_dir(1)];
+        config.agent_cgroup_parent = parent.to_string();
+        config
     }
 
     fn client(&self) -> RmClient {
@@ -149,6 +168,15 @@ where
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A runtime as the agent and controller binaries run theirs.
+fn two_threads() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
 }
 
 /// A free loopback port nobody listens on: the agents the controller would call.
@@ -422,22 +450,10 @@ fn the_process_backend_suspends_a_real_map_task_that_then_succeeds() {
     };
     let parent = format!("/preemptor-hadoop-test-{}", std::process::id());
     let _cgroups = crate::agent_host::CgroupTreeGuard::new(&mounts, &parent);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = two_threads();
     rt.block_on(async {
         let state = tempfile::tempdir().expect("state dir");
-        let mut config = AgentConfig::new(
-            crate::agent_support::TOKEN.as_bytes().to_vec(),
-            state.path().to_path_buf(),
-        );
-        config.listen = "127.0.0.1:0".parse().expect("addr");
-        config.containers = ContainerBackend::Process;
-        config.nodemanager = Some(c.h.nm_webapps[0].clone());
-        config.nm_local_dirs = vec![c.h.nm_local_dir(1)];
-        config.agent_cgroup_parent = parent.clone();
+        let config = c.process_agent(state.path(), &parent);
         let agent = preemptor::agent::start(config).await.expect("agent starts");
         let client = AgentClient::new(
             &agent.url(),
@@ -623,27 +639,12 @@ fn a_controller_killed_on_the_real_rm_restores_containers_and_capacity_on_restar
     let Some(mounts) = crate::agent_host::cgroups_or_skip(test) else {
         return;
     };
-    let Some(c) = Cluster::up(
-        test,
-        &classed_queues(),
-        &[
-            "--nodes",
-            "1",
-            "--node-memory-mb",
-            "8192",
-            "--node-vcores",
-            "4",
-        ],
-    ) else {
+    let Some(c) = Cluster::one_node_with(test, &classed_queues(), "4") else {
         return;
     };
     let parent = format!("/preemptor-hadoop-restart-{}", std::process::id());
     let _cgroups = crate::agent_host::CgroupTreeGuard::new(&mounts, &parent);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = two_threads();
     rt.block_on(async {
         let rm = c.client();
         let node = wait_for("the NodeManager", Duration::from_secs(60), || async {
@@ -662,15 +663,7 @@ fn a_controller_killed_on_the_real_rm_restores_containers_and_capacity_on_restar
 
         // The agent holds what it changed for two minutes without a controller.
         let state = tempfile::tempdir().expect("agent state dir");
-        let mut config = AgentConfig::new(
-            crate::agent_support::TOKEN.as_bytes().to_vec(),
-            state.path().to_path_buf(),
-        );
-        config.listen = "127.0.0.1:0".parse().expect("addr");
-        config.containers = ContainerBackend::Process;
-        config.nodemanager = Some(c.h.nm_webapps[0].clone());
-        config.nm_local_dirs = vec![c.h.nm_local_dir(1)];
-        config.agent_cgroup_parent = parent.clone();
+        let mut config = c.process_agent(state.path(), &parent);
         config.lease_timeout = Duration::from_secs(120);
         let agent = preemptor::agent::start(config).await.expect("agent starts");
         let client = AgentClient::new(

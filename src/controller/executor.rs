@@ -47,7 +47,8 @@ const RM_LANE: &str = "resourcemanager";
 #[derive(Clone, Copy, Debug)]
 pub struct Trigger {
     /// `timer`, `submission` (the proxy), `rm-submission` (the RM's submission counter),
-    /// `agent-event`, `manual`, `reload`, `shutdown`.
+    /// `agent-event`, `manual`, `reload`, `shutdown`, `restart` (the first tick's undo of
+    /// what an earlier run left).
     pub kind: &'static str,
     pub at: Instant,
 }
@@ -817,6 +818,16 @@ mod tests {
         }
     }
 
+    /// `immediate`, whole containers per round.
+    fn immediate() -> PolicySettings {
+        PolicySettings {
+            kind: PolicyKind::Immediate,
+            natural_termination_factor: 1.0,
+            total_preemption_per_round: 1.0,
+            ..PolicySettings::default()
+        }
+    }
+
     /// Short work waits on a cluster full of long containers: immediate suspends.
     fn starved() -> (ClusterView, Plan, PolicySettings) {
         let view = ClusterBuilder::new()
@@ -830,12 +841,7 @@ mod tests {
             .pending(1, Resource::new(512, 1))
             .build()
             .unwrap();
-        let settings = PolicySettings {
-            kind: PolicyKind::Immediate,
-            natural_termination_factor: 1.0,
-            total_preemption_per_round: 1.0,
-            ..PolicySettings::default()
-        };
+        let settings = immediate();
         let plan = decide(&view, &mut PolicyState::new(settings.clone()), 100_000);
         assert!(
             plan.actions.iter().any(|a| a.kind.verb() == "suspend"),
@@ -1033,12 +1039,7 @@ mod tests {
             .pending(12, Resource::new(1024, 1))
             .build()
             .unwrap();
-        let settings = PolicySettings {
-            kind: PolicyKind::Immediate,
-            natural_termination_factor: 1.0,
-            total_preemption_per_round: 1.0,
-            ..PolicySettings::default()
-        };
+        let settings = immediate();
         let plan = decide(&view, &mut PolicyState::new(settings), 100_000);
         (view, plan)
     }
