@@ -107,6 +107,36 @@ impl Cluster {
         config
     }
 
+    /// `hadoop` running SleepJob in `queue`: `maps` maps of `map_ms`, no reduce, its
+    /// output in `log`. `hadoop jar` of the tests jar fails (its driver needs classes of
+    /// another tests jar), so SleepJob goes by class name (docs/hadoop-local.md).
+    fn sleep_job(
+        &self,
+        queue: &str,
+        maps: &str,
+        map_ms: &str,
+        log: &Path,
+    ) -> std::process::Command {
+        let out = std::fs::File::create(log).expect("job log");
+        let mut c = self.h.tool(
+            "hadoop",
+            &[
+                "org.apache.hadoop.mapreduce.SleepJob",
+                &format!("-Dmapreduce.job.queuename={queue}"),
+                "-m",
+                maps,
+                "-r",
+                "0",
+                "-mt",
+                map_ms,
+            ],
+        );
+        c.env("HADOOP_CLASSPATH", &self.h.tests_jar)
+            .stdout(out.try_clone().expect("log"))
+            .stderr(out);
+        c
+    }
+
     fn client(&self) -> RmClient {
         let mut s = PreemptorSettings::default().rm;
         s.addresses = vec![self.h.rm.clone()];
@@ -463,26 +493,8 @@ fn the_process_backend_suspends_a_real_map_task_that_then_succeeds() {
         .expect("client");
 
         let log = c.dir.path().join("sleepjob.log");
-        let out = std::fs::File::create(&log).expect("log file");
-        let mut job =
-            c.h.tool(
-                "hadoop",
-                &[
-                    "org.apache.hadoop.mapreduce.SleepJob",
-                    "-Dmapreduce.job.queuename=batch",
-                    "-m",
-                    "1",
-                    "-r",
-                    "0",
-                    "-mt",
-                    "20000",
-                ],
-            )
-            // `hadoop jar` of the tests jar fails (its driver needs classes of another
-            // tests jar): SleepJob by class name (docs/hadoop-local.md).
-            .env("HADOOP_CLASSPATH", &c.h.tests_jar)
-            .stdout(out.try_clone().expect("log"))
-            .stderr(out)
+        let mut job = c
+            .sleep_job("batch", "1", "20000", &log)
             .spawn()
             .expect("hadoop SleepJob");
 
@@ -716,27 +728,10 @@ fn a_controller_killed_on_the_real_rm_restores_containers_and_capacity_on_restar
 
         // Three long maps and their AM take the node's four vcores (DRF).
         let sleep_job = |queue: &str, maps: &str, name: &str| {
-            let out = std::fs::File::create(c.dir.path().join(format!("{name}.log")))
-                .expect("job log");
-            c.h.tool(
-                "hadoop",
-                &[
-                    "org.apache.hadoop.mapreduce.SleepJob",
-                    &format!("-Dmapreduce.job.queuename={queue}"),
-                    "-m",
-                    maps,
-                    "-r",
-                    "0",
-                    "-mt",
-                    "600000",
-                ],
-            )
-            .env("HADOOP_CLASSPATH", &c.h.tests_jar)
-            .stdout(out.try_clone().expect("log"))
-            .stderr(out)
-            .spawn()
-            .map(Reaped)
-            .expect("hadoop SleepJob")
+            c.sleep_job(queue, maps, "600000", &c.dir.path().join(format!("{name}.log")))
+                .spawn()
+                .map(Reaped)
+                .expect("hadoop SleepJob")
         };
         let mut long = sleep_job("batch", "3", "long");
         let apps_in = |queue: &'static str| {
