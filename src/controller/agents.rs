@@ -15,16 +15,53 @@ use futures_util::stream::BoxStream;
 
 use crate::agent::AgentClient;
 use crate::agent::api::{ActionRequest, ActionResult, AgentEvent, ContainerStatus};
+use crate::agent::client::ClientError;
 use crate::cluster::NodeId;
 use crate::config::settings::AgentSettings;
 use crate::tls::TlsError;
+
+/// Why an agent did not carry out an action.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ActError {
+    pub message: String,
+    /// Sending the same request again may help: the agent could not be reached, or failed
+    /// inside (5xx). An agent's considered refusal (4xx) is final: a memory cut the kernel
+    /// kept refusing already took the agent's whole `--memory-timeout`, and a missing
+    /// lease or a foreign container does not change within a retry's backoff.
+    pub retry: bool,
+}
+
+impl ActError {
+    /// A failure worth one more try.
+    pub fn transient(message: impl Into<String>) -> ActError {
+        ActError {
+            message: message.into(),
+            retry: true,
+        }
+    }
+
+    /// A refusal that sending again would only repeat.
+    pub fn refused(message: impl Into<String>) -> ActError {
+        ActError {
+            message: message.into(),
+            retry: false,
+        }
+    }
+}
+
+impl std::fmt::Display for ActError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
 
 /// Something that changes containers' limits on nodes.
 pub trait Actuator: Send + Sync + 'static {
     /// The key of the agent that acts on `node`, if any does.
     fn agent_for(&self, node: &NodeId) -> Option<String>;
     /// Carries out one action on a container of `agent`.
-    fn act(&self, agent: &str, req: ActionRequest) -> BoxFuture<'_, Result<ActionResult, String>>;
+    fn act(&self, agent: &str, req: ActionRequest)
+    -> BoxFuture<'_, Result<ActionResult, ActError>>;
     /// Every YARN container `agent` knows, with its current and original limits.
     fn containers(&self, agent: &str) -> BoxFuture<'_, Result<Vec<ContainerStatus>, String>>;
     /// Keeps `agent` from resuming everything on its own for `ttl`.
@@ -123,9 +160,25 @@ impl Actuator for HttpAgents {
         Some(format!("{scheme}://{host}:{}", self.port))
     }
 
-    fn act(&self, agent: &str, req: ActionRequest) -> BoxFuture<'_, Result<ActionResult, String>> {
-        let client = self.client(agent);
-        Box::pin(async move { client?.act(&req).await.map_err(|e| e.to_string()) })
+    fn act(
+        &self,
+        agent: &str,
+        req: ActionRequest,
+    ) -> BoxFuture<'_, Result<ActionResult, ActError>> {
+        let client = self.client(agent).map_err(ActError::refused);
+        Box::pin(async move {
+            client?.act(&req).await.map_err(|e| {
+                let retry = match &e {
+                    ClientError::Api { status, .. } => status.is_server_error(),
+                    ClientError::Transport { .. } => true,
+                    ClientError::Decode { .. } | ClientError::BadAddress(_) => false,
+                };
+                ActError {
+                    message: e.to_string(),
+                    retry,
+                }
+            })
+        })
     }
 
     fn containers(&self, agent: &str) -> BoxFuture<'_, Result<Vec<ContainerStatus>, String>> {

@@ -1154,7 +1154,7 @@ impl Loop {
                 Err(e) => {
                     report.failed.push(format!("resuming {}: {e}", s.container));
                     self.executor
-                        .record(&action, trigger, Outcome::Failed { reason: e });
+                        .record(&action, trigger, Outcome::Failed { reason: e.message });
                 }
             }
         }

@@ -622,7 +622,8 @@ impl Calls {
                 .await
             {
                 Ok(Ok(result)) => return Ok(result),
-                Ok(Err(e)) => last = e,
+                Ok(Err(e)) if e.retry => last = e.message,
+                Ok(Err(e)) => return Err(e.message),
                 Err(_) => {
                     // Not retried: the agent may still be carrying it out. The next tick
                     // sends it again if the plan still wants it.
@@ -749,16 +750,20 @@ mod tests {
     use crate::cluster::builder::ClusterBuilder;
     use crate::cluster::{ContainerState, JobClass, PolicyKind};
     use crate::config::settings::{PolicySettings, RmSettings};
+    use crate::controller::agents::ActError;
     use crate::controller::hub::ControllerEvent;
     use crate::policy::{PolicyState, decide};
 
-    /// Records every call; fails the first `fail` of them. With `per_node`, each node
-    /// has its own agent, and `slow` takes that long over each action.
+    /// Records every call; fails the first `fail` of them, as refusals with `refuse`.
+    /// With `per_node`, each node has its own agent, and `slow` takes that long over each
+    /// action. The executor retries `retries` times.
     struct FakeAgents {
         calls: Mutex<Vec<String>>,
         fail: Mutex<u32>,
+        refuse: bool,
         per_node: bool,
         slow: Option<(String, Duration)>,
+        retries: u32,
     }
 
     impl Actuator for FakeAgents {
@@ -773,7 +778,7 @@ mod tests {
             &self,
             agent: &str,
             req: ActionRequest,
-        ) -> BoxFuture<'_, Result<ActionResult, String>> {
+        ) -> BoxFuture<'_, Result<ActionResult, ActError>> {
             let agent = agent.to_string();
             Box::pin(async move {
                 if let Some((slow, took)) = &self.slow
@@ -789,10 +794,17 @@ mod tests {
                 let mut fail = self.fail.lock().unwrap();
                 if *fail > 0 {
                     *fail -= 1;
-                    return Err("agent busy".into());
+                    return Err(if self.refuse {
+                        ActError::refused("memory busy")
+                    } else {
+                        ActError::transient("agent busy")
+                    });
                 }
                 Ok(ActionResult {
-                    container: req.container.parse().map_err(|_| "bad id".to_string())?,
+                    container: req
+                        .container
+                        .parse()
+                        .map_err(|_| ActError::refused("bad id"))?,
                     docker_id: "d".into(),
                     action: req.action.kind(),
                     state: ContainerState::Suspended,
@@ -878,12 +890,15 @@ mod tests {
         executor_with(FakeAgents {
             calls: Mutex::new(Vec::new()),
             fail: Mutex::new(fail),
+            refuse: false,
             per_node: false,
             slow: None,
+            retries: 0,
         })
     }
 
     fn executor_with(fake: FakeAgents) -> (Running, Arc<FakeAgents>, Hub) {
+        let max_retries = fake.retries;
         let fake = Arc::new(fake);
         let rm = RmClient::new(&RmSettings {
             addresses: vec!["http://127.0.0.1:9".into()],
@@ -901,7 +916,7 @@ mod tests {
             ExecutorLimits {
                 call_timeout: Duration::from_secs(1),
                 action_timeout: Duration::from_secs(60),
-                max_retries: 0,
+                max_retries,
                 max_parallel: 8,
             },
             CapacityLedger::open(state.path()).unwrap(),
@@ -950,6 +965,41 @@ mod tests {
         let seen = outcomes(&mut rx);
         assert_eq!(seen.len(), plan.observed.len());
         assert!(seen.iter().all(|(_, o)| *o == Outcome::Observed));
+    }
+
+    #[tokio::test]
+    async fn transport_failures_are_retried_at_once_and_an_agents_refusal_is_not() {
+        let (view, plan, _) = starved();
+        for refuse in [false, true] {
+            let (mut ex, fake, hub) = executor_with(FakeAgents {
+                calls: Mutex::new(Vec::new()),
+                fail: Mutex::new(1),
+                refuse,
+                per_node: false,
+                slow: None,
+                retries: 2,
+            });
+            let mut rx = hub.subscribe();
+            ex.execute(&view, &plan, &mut Memory::default()).await;
+            let first = fake.calls.lock().unwrap()[0].clone();
+            let tries = fake
+                .calls
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|c| **c == first)
+                .count();
+            let seen = outcomes(&mut rx);
+            let failed = seen
+                .iter()
+                .filter(|(a, o)| a == "suspend" && matches!(o, Outcome::Failed { .. }))
+                .count();
+            if refuse {
+                assert_eq!((tries, failed), (1, 1), "{seen:?}");
+            } else {
+                assert_eq!((tries, failed), (2, 0), "{seen:?}");
+            }
+        }
     }
 
     #[tokio::test]
@@ -1058,8 +1108,10 @@ mod tests {
         let (mut ex, fake, hub) = executor_with(FakeAgents {
             calls: Mutex::new(Vec::new()),
             fail: Mutex::new(0),
+            refuse: false,
             per_node: true,
             slow: Some((slow.clone(), Duration::from_secs(30))),
+            retries: 0,
         });
         let mut rx = hub.subscribe();
         let mut memory = Memory::default();

@@ -267,9 +267,18 @@ impl Actuator for SimulatedAgents {
         &self,
         agent: &str,
         req: crate::agent::api::ActionRequest,
-    ) -> futures_util::future::BoxFuture<'_, Result<crate::agent::api::ActionResult, String>> {
+    ) -> futures_util::future::BoxFuture<
+        '_,
+        Result<crate::agent::api::ActionResult, crate::controller::agents::ActError>,
+    > {
         let node = NodeId::new(agent);
-        Box::pin(async move { self.0.act(&node, &req).await })
+        // The simulated runtime refuses only what no retry changes.
+        Box::pin(async move {
+            self.0
+                .act(&node, &req)
+                .await
+                .map_err(crate::controller::agents::ActError::refused)
+        })
     }
 
     fn containers(
