@@ -4,7 +4,8 @@
 //! throttle a long container (read back from its cgroup files) and gets a container;
 //! shutdown puts every container back at its original limits. A controller that
 //! vanishes without shutdown (as under SIGKILL) leaves nothing throttled once the
-//! agent's lease expires.
+//! agent's lease expires. With two agents, one refusing a memory cut does not hold back
+//! the other's actions.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -14,7 +15,7 @@ use preemptor::agent::cgroup::CgroupDirs;
 use preemptor::agent::limits::CgroupLimits;
 use preemptor::agent::writer::WritePath;
 use preemptor::cluster::{ApplicationId, ContainerId, PolicyKind};
-use preemptor::controller::hub::{ControllerEvent, Outcome};
+use preemptor::controller::hub::{ControllerEvent, Outcome, TickSummary};
 use preemptor::controller::{ControllerConfig, ControllerHandle, start};
 use preemptor::emulator::state::RmContainerState;
 use preemptor::emulator::workload::WorkloadSpec;
@@ -1031,4 +1032,283 @@ async fn docker_refusing_an_update_fails_the_action_with_its_reason_and_leaves_n
     controller.shutdown(false).await.expect("shutdown");
     assert_all_original(&cluster);
     stop(cluster).await;
+}
+
+/// Two nodes, each with its own agent. Node 0's long tasks keep 200 MB resident, so with
+/// no swap the kernel refuses their memory cut and agent A steps through "device or
+/// resource busy" for its whole memory timeout. Node 1's tasks keep 4 MB, and agent B
+/// suspends them at once. A's refusals must not hold back B's actions: B's are applied
+/// within one monitoring interval of the tick that sent them, and ticks keep their pace
+/// while A's are still out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_cut_refused_on_one_agent_does_not_delay_another_agents_actions() {
+    let test = "a_memory_cut_refused_on_one_agent_does_not_delay_another_agents_actions";
+    const MEMORY_TIMEOUT: Duration = Duration::from_secs(20);
+    const INTERVAL_MS: u64 = 1000;
+    if std::env::var_os("CONTROLLER_E2E_TRACE").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("preemptor=debug")
+            .with_test_writer()
+            .try_init();
+    }
+    let _no_swap = SwapLock::acquire().expect("swap lock");
+    let swaps = std::fs::read_to_string("/proc/swaps").expect("/proc/swaps");
+    if swaps.lines().count() > 1 {
+        eprintln!(
+            "SKIPPED {test}: this machine has swap, so the kernel would not refuse:\n{swaps}"
+        );
+        return;
+    }
+    let Some(docker) = docker_or_skip(test).await else {
+        return;
+    };
+    let image = TestImage::build(&docker, "preemptor-2ag").await;
+    let mut config = EmulatorConfig::local(2, Resource::new(4096, 8), RuntimeChoice::Docker);
+    config.image = Some(image.tag.clone());
+    config.heartbeat_interval = Duration::from_millis(200);
+    config.cpu_scale = 0.1;
+    config.min_allocation = Resource::new(64, 1);
+    let started = Emulator::start(config).await.expect("emulator starts");
+    let mut guard = EmulatorGuard {
+        docker: docker.clone(),
+        instance: started.instance().to_string(),
+        handle: Some(started),
+    };
+    let h = guard.handle.as_ref().expect("emulator running");
+    let nodes = h.nodes().to_vec();
+    let [refusing, quick] = [&nodes[0], &nodes[1]];
+    // Each agent serves only its own NodeManager's containers.
+    let agent_a = start_agent_with(WritePath::Docker, Duration::from_secs(30), |c| {
+        c.memory_timeout = MEMORY_TIMEOUT;
+        c.nodemanager = Some(refusing.url.clone());
+    })
+    .await;
+    let agent_b = start_agent_with(WritePath::Docker, Duration::from_secs(30), |c| {
+        c.nodemanager = Some(quick.url.clone());
+    })
+    .await;
+    let controller_state = tempfile::tempdir().expect("controller state dir");
+    let loaded = preemptor::config::load_embedded_default().expect("shipped configuration");
+    let mut cc =
+        ControllerConfig::from_loaded(loaded, None, TOKEN.to_string(), b"api-token".to_vec());
+    let s = &mut cc.settings;
+    s.rm.addresses = vec![h.rm_url().to_string()];
+    s.policy.kind = PolicyKind::Immediate;
+    s.policy.monitoring_interval_ms = INTERVAL_MS;
+    s.policy.total_preemption_per_round = 1.0;
+    s.policy.natural_termination_factor = 1.0;
+    s.agent.addresses = vec![
+        (refusing.id.to_string(), agent_a.url.clone()),
+        (quick.id.to_string(), agent_b.url.clone()),
+    ];
+    s.agent.lease_timeout_ms = 30_000;
+    s.agent.request_timeout_ms = 20_000;
+    // Longer than A's memory timeout: A's refusal comes back as the agent's own answer.
+    s.agent.action_timeout_ms = 60_000;
+    s.controller.state_dir = controller_state.path().to_path_buf();
+    let rm = preemptor::yarn::RmClient::new(&s.rm).expect("rm client");
+
+    // The resident job on node 0 only: node 1 is shrunk to nothing while it is placed.
+    // It reports progress; the light one (endless) does not, so the light one comes first
+    // in victim order and node 1 is not left waiting behind node 0's first refusal.
+    let long = |iterations: u64, resident_mb: u64| {
+        WorkloadSpec::parse(&format!(
+            r#"{{"kernel":"burn","args":["--iterations","{iterations}","--rounds-millions","1","--memory-mb","{resident_mb}"],
+                "tasks":3,"memoryMb":1024,"vcores":1}}"#
+        ))
+        .expect("spec")
+    };
+    rm.update_node_resource(&quick.id, Resource::new(64, 1), None)
+        .await
+        .expect("shrink node 1");
+    let resident = place_long(h, "hibench-resident", &long(1000, 200), 0).await;
+    rm.update_node_resource(&quick.id, Resource::new(4096, 8), None)
+        .await
+        .expect("restore node 1");
+    let light = place_long(h, "hibench-light", &long(0, 4), 1).await;
+    let mut originals = BTreeMap::new();
+    for id in resident.iter().chain(&light) {
+        let dirs = cgroup_dirs(&docker, &id.to_string()).await;
+        let original = read_limits(&dirs);
+        originals.insert(*id, (dirs, original));
+    }
+    // The resident tasks touch their memory after their first round of work.
+    let t = Instant::now();
+    while !resident.iter().all(|id| {
+        originals[id]
+            .0
+            .sample()
+            .is_ok_and(|s| s.memory_usage_bytes >= 150 << 20)
+    }) {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the resident tasks did not touch their 200 MB within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let resident_app = resident[0].application();
+    wait_until(h, "the resident job's first progress", 60, |s| {
+        s.apps
+            .get(&resident_app)
+            .is_some_and(|a| a.progress() > 0.0)
+    })
+    .await;
+
+    let controller = start(cc).await.expect("controller starts");
+    let mut events = controller.hub().subscribe();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Five 1 GB tasks: more than one node's three long tasks, so both agents get work.
+    let short = WorkloadSpec::parse(
+        r#"{"kernel":"burn","args":["--iterations","0","--rounds-millions","1","--memory-mb","4"],
+            "tasks":5,"memoryMb":1024,"vcores":1}"#,
+    )
+    .expect("spec");
+    let app: ApplicationId = submit(
+        h.rm_url(),
+        "tpch-q9",
+        "short",
+        &short,
+        Resource::new(448, 1),
+    )
+    .await
+    .parse()
+    .expect("application id");
+
+    let on_node = |c: &str, ids: &[ContainerId]| ids.iter().any(|id| id.to_string() == c);
+    let mut ticks: Vec<TickSummary> = Vec::new();
+    let mut quick_applied: Vec<u64> = Vec::new();
+    let mut refused: Option<(u64, String)> = None;
+    let t0 = Instant::now();
+    while refused.is_none() {
+        assert!(
+            t0.elapsed() < MEMORY_TIMEOUT + Duration::from_secs(40),
+            "no suspension on node 0 came back refused; node 1 applied {quick_applied:?}"
+        );
+        let Ok(Ok(e)) = tokio::time::timeout(Duration::from_secs(1), events.recv()).await else {
+            continue;
+        };
+        match e {
+            ControllerEvent::Tick(t) => ticks.push(t),
+            ControllerEvent::Action(a) if a.action == "suspend" => {
+                let c = a.container.clone().unwrap_or_default();
+                match &a.outcome {
+                    Outcome::Applied if on_node(&c, &light) => quick_applied.push(a.at_ms),
+                    Outcome::Applied => panic!("node 0's memory cut was applied: {a:?}"),
+                    Outcome::Failed { reason } if on_node(&c, &resident) => {
+                        refused = Some((a.at_ms, reason.clone()))
+                    }
+                    Outcome::Failed { reason } => panic!("node 1's suspension failed: {reason}"),
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    let (refused_at, reason) = refused.expect("a refusal");
+    assert!(
+        reason.contains("device or resource busy") || reason.contains("unable to set memory limit"),
+        "the refusal carries the kernel's reason: {reason}"
+    );
+    let start_ms = |t: &TickSummary| t.at_ms.saturating_sub(t.duration_ms as u64);
+    // The tick that sent the refused cut: the last one with actions that ended at least
+    // the memory timeout before the refusal came back.
+    let timeout_ms = MEMORY_TIMEOUT.as_millis() as u64;
+    let sent = ticks
+        .iter()
+        .filter(|t| t.actions > 0 && t.at_ms + timeout_ms <= refused_at)
+        .last()
+        .unwrap_or_else(|| panic!("no tick sent node 0's cut: {ticks:?}"));
+    // Node 1's suspensions sent while node 0's cut was out, each against the start of the
+    // last tick with actions before it.
+    let concurrent: Vec<u64> = quick_applied
+        .iter()
+        .filter(|&&x| x >= start_ms(sent) && x < refused_at)
+        .map(|&x| {
+            let by = ticks
+                .iter()
+                .filter(|t| t.actions > 0 && start_ms(t) <= x)
+                .last()
+                .expect("the tick that sent it");
+            x - start_ms(by)
+        })
+        .collect();
+    let during: Vec<&TickSummary> = ticks
+        .iter()
+        .filter(|t| t.at_ms > sent.at_ms && t.at_ms < refused_at)
+        .collect();
+    let slowest = during.iter().map(|t| t.duration_ms).fold(0.0, f64::max);
+    let refused_ms = refused_at - start_ms(sent);
+    println!(
+        "node 0's cut came back refused {refused_ms} ms after the tick that sent it; meanwhile node 1 applied {} suspensions, {concurrent:?} ms after their ticks began; {} ticks, slowest {slowest:.0} ms, most late {}",
+        concurrent.len(),
+        during.len(),
+        during.iter().map(|t| t.late).max().unwrap_or(0)
+    );
+    assert!(
+        !concurrent.is_empty(),
+        "node 1 got no suspension while node 0's cut was out (node 1 applied at {quick_applied:?}, node 0 sent by the tick ending {}, refused at {refused_at})",
+        sent.at_ms
+    );
+    assert!(
+        concurrent.iter().all(|&ms| ms <= INTERVAL_MS),
+        "a suspension on node 1 took more than one tick: {concurrent:?} ms"
+    );
+    // Ticks went on at their interval while node 0's cut was out.
+    assert!(
+        during.len() as u64 >= refused_ms / INTERVAL_MS / 2,
+        "only {} ticks in {refused_ms} ms",
+        during.len()
+    );
+    assert!(slowest < INTERVAL_MS as f64, "a tick took {slowest} ms");
+    assert!(
+        during.iter().any(|t| t.late > 0),
+        "the ticks reported node 0's cut as late"
+    );
+
+    rm.kill_app(&app).await.expect("kill the short job");
+    controller.shutdown(false).await.expect("shutdown");
+    for (id, (dirs, original)) in &originals {
+        let now = read_limits(dirs);
+        assert!(
+            now.same_enforcement(original),
+            "{id} is not back at its original limits: {now:?} vs {original:?}"
+        );
+    }
+    let restored = h.inspect(|s| s.nodes.iter().all(|n| n.total == n.capacity));
+    assert!(restored, "advertised capacities are back to physical");
+    if let Some(h) = guard.handle.take() {
+        h.shutdown().await.expect("emulator shutdown");
+    }
+    drop((agent_a, agent_b, image));
+}
+
+/// Submits a long job of the given spec and waits until its tasks all run on `node`.
+async fn place_long(
+    h: &EmulatorHandle,
+    name: &str,
+    spec: &WorkloadSpec,
+    node: usize,
+) -> Vec<ContainerId> {
+    let app: ApplicationId = submit(h.rm_url(), name, "long", spec, Resource::new(1024, 1))
+        .await
+        .parse()
+        .expect("application id");
+    let tasks = |s: &preemptor::emulator::state::RmState| -> Vec<(ContainerId, usize, bool)> {
+        s.containers
+            .values()
+            .filter(|c| c.id.application() == app && !c.is_am())
+            .map(|c| (c.id, c.node, c.state == RmContainerState::Running))
+            .collect()
+    };
+    wait_until(h, &format!("{name}'s 3 tasks running"), 90, |s| {
+        let t = tasks(s);
+        t.len() == 3 && t.iter().all(|(_, _, running)| *running)
+    })
+    .await;
+    let placed = h.inspect(tasks);
+    assert!(
+        placed.iter().all(|(_, n, _)| *n == node),
+        "{name}'s tasks are not all on node {node}: {placed:?}"
+    );
+    placed.into_iter().map(|(id, _, _)| id).collect()
 }
