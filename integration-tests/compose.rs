@@ -9,13 +9,18 @@
 //!   suspension is kept, the controller says the RM is unreachable, and recovers after;
 //! - the agent is cut off (`docker network disconnect`): it resumes the container at lease
 //!   expiry; reconnected, the controller reconciles and no action fails;
-//! - the controller is killed (SIGKILL) with a container suspended: every agent resumes
-//!   everything at lease expiry; started again, the controller rebuilds its view.
+//! - the controller is killed (SIGKILL) with a container suspended and a node raised: every
+//!   agent resumes everything at lease expiry; started again, the controller puts the
+//!   node's capacity back from its record and rebuilds its view;
+//! - Docker refuses every memory cut (each long container holds 300 MB resident, and
+//!   there is no swap): the suspensions fail whole and no node is raised.
 //!
-//! At the end every long container's cgroup limits are read back: nothing is left
-//! throttled.
+//! After each fault the RM's node capacities are read and checked against the cgroups: a
+//! node advertises more than its configured capacity exactly while one of its long
+//! containers is throttled. At the end every long container's cgroup limits are read
+//! back and every node's capacity is its configured one: nothing is left behind.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -27,7 +32,7 @@ use preemptor::emulator::workload::WorkloadSpec;
 use preemptor::resources::Resource;
 use serde_json::Value;
 
-use crate::agent_support::{cgroup_dirs, read_limits};
+use crate::agent_support::{SwapLock, cgroup_dirs, read_limits};
 use crate::common::{block_on_cleanup, docker_or_skip, unique_name};
 use crate::emulator_support::submit;
 
@@ -56,6 +61,8 @@ impl Compose {
             ("PREEMPTOR_SECRETS", self.secrets.display().to_string()),
             ("PREEMPTOR_POLICY", "immediate".into()),
             ("PREEMPTOR_LEASE_MS", LEASE.as_millis().to_string()),
+            // A refused memory cut fails after 5 s, not the default 60 s.
+            ("PREEMPTOR_MEMORY_TIMEOUT", "5s".into()),
             ("PREEMPTOR_WORKLOAD_MIX", "none".into()),
             ("PREEMPTOR_NODE_MEMORY_MB", NODE_MEMORY_MB.to_string()),
             // Six busy task containers take 0.3 of a CPU, not 1.5, beside other tests.
@@ -287,6 +294,27 @@ async fn rm_capacities(api: &Api, rm: &str) -> Result<BTreeMap<String, (u64, u64
         .collect()
 }
 
+/// The RM agrees with the cgroups: each node advertises more than its configured capacity
+/// exactly while one of its long containers is throttled, and never less.
+async fn capacities_agree(
+    api: &Api,
+    rm: &str,
+    configured: &BTreeMap<String, (u64, u64)>,
+    long: &Long,
+) -> Option<()> {
+    let now = rm_capacities(api, rm).await.ok()?;
+    let throttled: BTreeSet<String> = long.throttled().into_iter().map(|(_, nm)| nm).collect();
+    configured
+        .iter()
+        .all(|(id, base)| {
+            let nm = id.split(':').next().unwrap_or(id);
+            now.get(id).is_some_and(|cap| {
+                cap.0 >= base.0 && cap.1 >= base.1 && (cap != base) == throttled.contains(nm)
+            })
+        })
+        .then_some(())
+}
+
 /// Polls `check` every 250 ms until it returns `Some`, for at most `timeout`.
 async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
 where
@@ -402,8 +430,8 @@ async fn actions(api: &Api, controller: &str, token: &str) -> Vec<(String, Strin
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_compose_cluster_preempts_and_survives_agent_rm_network_and_controller_faults() {
-    let test = "the_compose_cluster_preempts_and_survives_agent_rm_network_and_controller_faults";
+async fn the_compose_cluster_survives_agent_rm_network_controller_and_docker_faults() {
+    let test = "the_compose_cluster_survives_agent_rm_network_controller_and_docker_faults";
     let Some(docker) = docker_or_skip(test).await else {
         return;
     };
@@ -590,6 +618,12 @@ async fn the_compose_cluster_preempts_and_survives_agent_rm_network_and_controll
             .is_ok_and(|l| l == suspended_limits),
         "the suspension survived the agent's restart"
     );
+    eventually(
+        Duration::from_secs(30),
+        "after the agent's restart, the RM's capacities to agree with the cgroups",
+        || capacities_agree(&api, &rm, &configured, &long),
+    )
+    .await;
 
     // Another node's agent sees the container on the shared Docker daemon but refuses it:
     // its NodeManager does not list it.
@@ -658,6 +692,12 @@ async fn the_compose_cluster_preempts_and_survives_agent_rm_network_and_controll
         },
     )
     .await;
+    eventually(
+        Duration::from_secs(30),
+        "after the RM's pause, its capacities to agree with the cgroups",
+        || capacities_agree(&api, &rm, &configured, &long),
+    )
+    .await;
 
     // 3. The agent cut off from the network resumes the container at lease expiry.
     let agent_container = compose.container(&agent_service);
@@ -681,6 +721,15 @@ async fn the_compose_cluster_preempts_and_survives_agent_rm_network_and_controll
         resumed_after >= LEASE / 2,
         "resumed by the lease, not at once: {resumed_after:?}"
     );
+    // The controller stops counting on the cut-off agent's last report once its lease
+    // may have run out, and gives the node's raised capacity back: the RM must not place
+    // work in room that the resumed container holds again.
+    eventually(
+        LEASE * 2,
+        "during the partition, the RM's capacities to agree with the cgroups",
+        || capacities_agree(&api, &rm, &configured, &long),
+    )
+    .await;
     compose
         .docker_cli(&["network", "connect", &compose.network(), &agent_container])
         .await;
@@ -706,6 +755,12 @@ async fn the_compose_cluster_preempts_and_survives_agent_rm_network_and_controll
         after.iter().all(|(_, _, outcome)| outcome != "failed"),
         "after reconnection the controller reconciles, no action fails: {after:?}"
     );
+    eventually(
+        Duration::from_secs(30),
+        "after the partition, the RM's capacities to agree with the cgroups",
+        || capacities_agree(&api, &rm, &configured, &long),
+    )
+    .await;
 
     // The preemption log as docs/compose.md reads it, from the host.
     let logs = tokio::process::Command::new(env!("CARGO_BIN_EXE_preemptor"))
@@ -771,6 +826,12 @@ async fn the_compose_cluster_preempts_and_survives_agent_rm_network_and_controll
         .expect("the dashboard's published port");
     let controller = format!("http://{}", port.trim());
     eventually(
+        Duration::from_secs(30),
+        "after the controller's restart, the RM's capacities to agree with the cgroups",
+        || capacities_agree(&api, &rm, &configured, &long),
+    )
+    .await;
+    eventually(
         Duration::from_secs(60),
         "the restarted controller to see the cluster",
         || async {
@@ -806,7 +867,136 @@ async fn the_compose_cluster_preempts_and_survives_agent_rm_network_and_controll
         || async { (rm_capacities(&api, &rm).await.ok()? == configured).then_some(()) },
     )
     .await;
+
+    // 5. Docker refusing an update: every memory cut is refused, so nothing is suspended
+    // and no node is raised.
+    docker_refuses_every_memory_cut(&compose, &api, (&rm, &controller, &ctl_token), &long).await;
+    long.assert_all_original();
+    eventually(
+        Duration::from_secs(30),
+        "after Docker's refusals, every node at its configured capacity",
+        || async { (rm_capacities(&api, &rm).await.ok()? == configured).then_some(()) },
+    )
+    .await;
     kill_app(&rm, &long_app).await;
+}
+
+/// Makes each long container hold 300 MB resident (a second workload process started in
+/// it with `docker exec`), so that with no swap the kernel refuses every cut to the
+/// 64 MB footprint. A short job then asks for room: the agents step through "device or
+/// resource busy" for their memory timeout and give up, the controller logs the
+/// suspensions as failed with Docker's or the kernel's reason, and no node is raised,
+/// read from the RM all along. Returns once the short job is gone and every container is
+/// back at its limits.
+async fn docker_refuses_every_memory_cut(
+    compose: &Compose,
+    api: &Api,
+    (rm, controller, ctl_token): (&str, &str, &str),
+    long: &Long,
+) {
+    let _no_swap = SwapLock::acquire().expect("swap lock");
+    let swaps = std::fs::read_to_string("/proc/swaps").expect("/proc/swaps");
+    if swaps.lines().count() > 1 {
+        eprintln!(
+            "SKIPPED Docker's refusal: this machine has swap, so Docker would not refuse:\n{swaps}"
+        );
+        return;
+    }
+    if long
+        .containers
+        .values()
+        .any(|(_, dirs, _)| dirs.version == preemptor::agent::limits::CgroupVersion::V2)
+    {
+        eprintln!(
+            "SKIPPED Docker's refusal: cgroup v2 OOM-kills on memory.max instead of refusing"
+        );
+        return;
+    }
+    let configured = rm_capacities(api, rm).await.expect("the RM's nodes");
+    for name in long.containers.keys() {
+        compose
+            .docker_cli(&[
+                "exec",
+                "-d",
+                name,
+                preemptor::emulator::image::WORKLOAD_PATH,
+                "burn",
+                "--iterations",
+                "0",
+                "--rounds-millions",
+                "1",
+                "--memory-mb",
+                "300",
+            ])
+            .await;
+    }
+    eventually(
+        Duration::from_secs(120),
+        "300 MB resident in every long container",
+        || async {
+            long.containers
+                .values()
+                .all(|(_, dirs, _)| {
+                    dirs.sample()
+                        .is_ok_and(|s| s.memory_usage_bytes >= 280 << 20)
+                })
+                .then_some(())
+        },
+    )
+    .await;
+    let before = actions(api, controller, ctl_token).await.len();
+    let short = submit(
+        rm,
+        "tpch-q3",
+        "short",
+        &short_spec(),
+        Resource::new(1024, 1),
+    )
+    .await;
+    let t0 = Instant::now();
+    let failed = loop {
+        assert_eq!(
+            rm_capacities(api, rm).await.expect("the RM's nodes"),
+            configured,
+            "a node was raised although no memory cut was applied"
+        );
+        let since = actions(api, controller, ctl_token).await.split_off(before);
+        assert!(
+            !since
+                .iter()
+                .any(|(action, _, outcome)| action == "suspend" && outcome == "applied"),
+            "a suspension was applied although Docker refuses every memory cut: {since:?}"
+        );
+        let failed: Vec<_> = since
+            .into_iter()
+            .filter(|(action, _, outcome)| action == "suspend" && outcome == "failed")
+            .collect();
+        if failed.len() >= 2 {
+            break failed;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(90),
+            "fewer than 2 failed suspensions within 90 s: {failed:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    println!(
+        "Docker refused {} suspensions in {:.1} s: {failed:?}",
+        failed.len(),
+        t0.elapsed().as_secs_f64()
+    );
+    kill_app(rm, &short).await;
+    eventually(
+        Duration::from_secs(60),
+        "every long container back at its limits after the refusals",
+        || async {
+            long.containers
+                .keys()
+                .all(|name| long.is_original(name))
+                .then_some(())
+        },
+    )
+    .await;
 }
 
 /// The containers of `t` that are running, by name, with their NodeManager.
