@@ -124,6 +124,7 @@ fn action(tag: &str, n: u64) -> ActionRecord {
         node: Some("nm1:8042".into()),
         before: "<4096 MB, 2 vcores>".into(),
         after: "<64 MB, 0.010 vcores>".into(),
+        amounts: preemptor::controller::hub::Amounts::default(),
         reason: "root.short pending <2048 MB, 2 vcores> under guarantee".into(),
         latency_ms: Some(20 + n),
         outcome: if n == 3 {

@@ -329,6 +329,12 @@ async fn controller_throttles_long_containers_for_short_jobs_and_restores_them_o
         {
             assert_eq!(a.outcome, Outcome::Applied, "{a:?}");
             assert!(a.latency_ms.is_some());
+            // The numbers beside the rendered limits: 1 GB allocated, 64 MB kept.
+            assert_eq!(
+                (a.amounts.before_memory_mb, a.amounts.after_memory_mb),
+                (Some(1024), Some(64)),
+                "{a:?}"
+            );
             println!(
                 "suspend {} logged {} ms after its trigger",
                 a.container.as_deref().unwrap_or("-"),
@@ -1215,8 +1221,7 @@ async fn a_memory_cut_refused_on_one_agent_does_not_delay_another_agents_actions
     let timeout_ms = MEMORY_TIMEOUT.as_millis() as u64;
     let sent = ticks
         .iter()
-        .filter(|t| t.actions > 0 && t.at_ms + timeout_ms <= refused_at)
-        .last()
+        .rfind(|t| t.actions > 0 && t.at_ms + timeout_ms <= refused_at)
         .unwrap_or_else(|| panic!("no tick sent node 0's cut: {ticks:?}"));
     // Node 1's suspensions sent while node 0's cut was out, each against the start of the
     // last tick with actions before it.
@@ -1226,8 +1231,7 @@ async fn a_memory_cut_refused_on_one_agent_does_not_delay_another_agents_actions
         .map(|&x| {
             let by = ticks
                 .iter()
-                .filter(|t| t.actions > 0 && start_ms(t) <= x)
-                .last()
+                .rfind(|t| t.actions > 0 && start_ms(t) <= x)
                 .expect("the tick that sent it");
             x - start_ms(by)
         })

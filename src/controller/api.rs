@@ -373,6 +373,7 @@ mod tests {
             node: Some("nm1:8042".into()),
             before: "<1024 MB, 1 vcores>".into(),
             after: "<64 MB, 0.010 vcores>".into(),
+            amounts: crate::controller::hub::Amounts::default(),
             reason: "root.short under guarantee".into(),
             latency_ms: Some(40),
             outcome: Outcome::Applied,

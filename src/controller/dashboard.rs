@@ -565,6 +565,7 @@ mod tests {
                 node: Some("nm1:8042".into()),
                 before: "<4096 MB, 2 vcores>".into(),
                 after: "<64 MB, 0.010 vcores>".into(),
+                amounts: crate::controller::hub::Amounts::default(),
                 reason: "short <b>".into(),
                 latency_ms: Some(80),
                 outcome: Outcome::Failed {

@@ -28,11 +28,11 @@ use tokio_util::task::TaskTracker;
 
 use super::agents::Actuator;
 use super::capacities::CapacityLedger;
-use super::hub::{ActionRecord, Hub, Outcome};
+use super::hub::{ActionRecord, Amounts, Hub, Outcome};
 use super::view::{Memory, SHORT_PARTITION_LABEL};
 use crate::agent::api::{Action as AgentAction, ActionRequest, ActionResult};
 use crate::cluster::{ClusterView, ContainerId, NodeId, Partition};
-use crate::policy::{Action, ActionKind, Plan};
+use crate::policy::{Action, ActionKind, Before, Plan};
 use crate::resources::{Limits, Resource};
 use crate::yarn::RmClient;
 use crate::yarn::dto::SignalContainerCommand;
@@ -524,6 +524,7 @@ fn record(hub: &Hub, a: &Action, trigger: Trigger, outcome: Outcome) {
         node: a.node.as_ref().map(|n| n.to_string()),
         before: a.before.to_string(),
         after: after_of(&a.kind),
+        amounts: amounts_of(a),
         reason: a.reason.clone(),
         latency_ms: Some(trigger.at.elapsed().as_millis() as u64),
         outcome,
@@ -691,6 +692,29 @@ pub fn after_of(kind: &ActionKind) -> String {
         ActionKind::Kill { .. } => "killed".into(),
         ActionKind::SetNodeCapacity { advertised, .. } => advertised.to_string(),
         ActionKind::SetNodePartition { partition, .. } => partition_name(*partition).into(),
+    }
+}
+
+/// `before` and `after` of [`after_of`] as numbers.
+fn amounts_of(a: &Action) -> Amounts {
+    let limits = |l: &Limits| (Some(l.memory_mb), Some(f64::from(l.cpu_millis) / 1000.0));
+    let resource = |r: &Resource| (Some(r.memory_mb), Some(f64::from(r.vcores)));
+    let (before_memory_mb, before_vcores) = match &a.before {
+        Before::Limits(l) => limits(l),
+        Before::Advertised(r) => resource(r),
+        Before::Partition(_) => (None, None),
+    };
+    let (after_memory_mb, after_vcores) = match &a.kind {
+        ActionKind::Suspend { footprint, .. } => limits(footprint),
+        ActionKind::Shrink { to, .. } | ActionKind::Resume { to, .. } => limits(to),
+        ActionKind::SetNodeCapacity { advertised, .. } => resource(advertised),
+        ActionKind::Kill { .. } | ActionKind::SetNodePartition { .. } => (None, None),
+    };
+    Amounts {
+        before_memory_mb,
+        before_vcores,
+        after_memory_mb,
+        after_vcores,
     }
 }
 
@@ -965,6 +989,40 @@ mod tests {
         let seen = outcomes(&mut rx);
         assert_eq!(seen.len(), plan.observed.len());
         assert!(seen.iter().all(|(_, o)| *o == Outcome::Observed));
+    }
+
+    #[test]
+    fn records_carry_before_and_after_as_numbers() {
+        let (_, plan, _) = starved();
+        let suspend = plan
+            .actions
+            .iter()
+            .find(|a| matches!(a.kind, ActionKind::Suspend { .. }))
+            .expect("a suspension");
+        let (ActionKind::Suspend { footprint, .. }, Before::Limits(before)) =
+            (&suspend.kind, &suspend.before)
+        else {
+            panic!("{suspend:?}");
+        };
+        let a = amounts_of(suspend);
+        assert_eq!(a.before_memory_mb, Some(before.memory_mb));
+        assert_eq!(a.before_vcores, Some(f64::from(before.cpu_millis) / 1000.0));
+        assert_eq!(a.after_memory_mb, Some(footprint.memory_mb));
+        assert_eq!(
+            a.after_vcores,
+            Some(f64::from(footprint.cpu_millis) / 1000.0)
+        );
+        let raise = plan
+            .actions
+            .iter()
+            .find(|a| matches!(a.kind, ActionKind::SetNodeCapacity { .. }))
+            .expect("a capacity change");
+        let ActionKind::SetNodeCapacity { advertised, .. } = &raise.kind else {
+            unreachable!()
+        };
+        let a = amounts_of(raise);
+        assert_eq!(a.after_memory_mb, Some(advertised.memory_mb));
+        assert_eq!(a.after_vcores, Some(f64::from(advertised.vcores)));
     }
 
     #[tokio::test]

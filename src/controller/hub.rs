@@ -43,11 +43,30 @@ pub struct ActionRecord {
     /// `<4096 MB, 2 vcores>` -> `<64 MB, 0.010 vcores>`.
     pub before: String,
     pub after: String,
+    /// `before` and `after` as numbers, for log pipelines that sum them.
+    #[serde(flatten)]
+    pub amounts: Amounts,
     pub reason: String,
     /// From the event that triggered the tick (a submission, an agent event, the timer)
     /// to the outcome.
     pub latency_ms: Option<u64>,
     pub outcome: Outcome,
+}
+
+/// Memory and vcores before and after an action: a container's limits (fractional
+/// vcores, as a CPU quota), or a node's advertised capacity. Absent where there is no
+/// amount: after a kill, and for partition changes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Amounts {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_memory_mb: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_vcores: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_memory_mb: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_vcores: Option<f64>,
 }
 
 /// What one observe -> decide -> act round did.
@@ -385,6 +404,12 @@ pub(crate) fn sample_record(outcome: Outcome) -> ActionRecord {
         node: Some("nm1:8042".into()),
         before: "<4096 MB, 2 vcores>".into(),
         after: "<2048 MB, 1 vcores>".into(),
+        amounts: Amounts {
+            before_memory_mb: Some(4096),
+            before_vcores: Some(2.0),
+            after_memory_mb: Some(2048),
+            after_vcores: Some(1.0),
+        },
         reason: "queue root.short under guarantee".into(),
         latency_ms: Some(12),
         outcome,

@@ -13,7 +13,7 @@ use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
-use super::hub::{ActionRecord, Outcome};
+use super::hub::{ActionRecord, Amounts, Outcome};
 
 /// The tracing target of the preemption log.
 pub const TARGET: &str = "preemptor::preemption";
@@ -36,6 +36,10 @@ pub fn emit(record: &ActionRecord) {
         node = record.node.as_deref().unwrap_or("-"),
         before = %record.before,
         after = %record.after,
+        before_memory_mb = record.amounts.before_memory_mb,
+        before_vcores = record.amounts.before_vcores,
+        after_memory_mb = record.amounts.after_memory_mb,
+        after_vcores = record.amounts.after_vcores,
         reason = %record.reason,
         latency_ms = record.latency_ms,
         outcome,
@@ -177,11 +181,16 @@ where
 struct Fields {
     text: BTreeMap<&'static str, String>,
     numbers: BTreeMap<&'static str, u64>,
+    fractions: BTreeMap<&'static str, f64>,
 }
 
 impl Visit for Fields {
     fn record_u64(&mut self, field: &Field, value: u64) {
         self.numbers.insert(field.name(), value);
+    }
+
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.fractions.insert(field.name(), value);
     }
 
     fn record_str(&mut self, field: &Field, value: &str) {
@@ -215,6 +224,12 @@ impl Fields {
             node: optional("node"),
             before: text("before")?,
             after: text("after")?,
+            amounts: Amounts {
+                before_memory_mb: self.numbers.get("before_memory_mb").copied(),
+                before_vcores: self.fractions.get("before_vcores").copied(),
+                after_memory_mb: self.numbers.get("after_memory_mb").copied(),
+                after_vcores: self.fractions.get("after_vcores").copied(),
+            },
             reason: text("reason")?,
             latency_ms: self.numbers.get("latency_ms").copied(),
             outcome,
@@ -342,5 +357,47 @@ mod tests {
         assert_eq!(f["before"], "<4096 MB, 2 vcores>");
         assert_eq!(f["latency_ms"], 12);
         assert_eq!(f["outcome"], "applied");
+        // Numbers a log pipeline can sum, beside the rendered strings.
+        assert_eq!(f["before_memory_mb"], 4096);
+        assert_eq!(f["before_vcores"], 2.0);
+        assert_eq!(f["after_memory_mb"], 2048);
+        assert_eq!(f["after_vcores"], 1.0);
+        // A kill has no amount after it: the field is left out, not zero.
+        let mut kill = record(Outcome::Applied);
+        kill.action = "kill".into();
+        kill.amounts.after_memory_mb = None;
+        kill.amounts.after_vcores = None;
+        let buf = Buffer::default();
+        let sub = tracing_subscriber::fmt()
+            .with_writer(buf.clone())
+            .json()
+            .finish();
+        tracing::subscriber::with_default(sub, || emit(&kill));
+        let v: serde_json::Value = serde_json::from_str(captured(&buf).trim()).unwrap();
+        assert!(v["fields"].get("after_memory_mb").is_none(), "{v}");
+        assert_eq!(v["fields"]["before_memory_mb"], 4096);
+    }
+
+    #[test]
+    fn the_text_format_rebuilds_the_amounts_it_was_given() {
+        let mut fields = Fields::default();
+        let r = record(Outcome::Applied);
+        fields.numbers.insert("at_ms", r.at_ms);
+        fields.numbers.insert("before_memory_mb", 4096);
+        fields.fractions.insert("after_vcores", 0.01);
+        for (k, v) in [
+            ("policy", "graceful"),
+            ("action", "shrink"),
+            ("before", "<4096 MB, 2 vcores>"),
+            ("after", "<64 MB, 0.010 vcores>"),
+            ("reason", "r"),
+            ("outcome", "applied"),
+        ] {
+            fields.text.insert(k, v.to_string());
+        }
+        let rebuilt = fields.record().expect("a record");
+        assert_eq!(rebuilt.amounts.before_memory_mb, Some(4096));
+        assert_eq!(rebuilt.amounts.after_vcores, Some(0.01));
+        assert_eq!(rebuilt.amounts.after_memory_mb, None);
     }
 }
