@@ -12,6 +12,7 @@ pub mod emulator;
 pub mod policy;
 pub mod resources;
 pub mod sim;
+pub mod sync;
 pub mod tls;
 pub mod yarn;
 

@@ -10,7 +10,7 @@
 //! goes memory first.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::broadcast;
@@ -35,6 +35,7 @@ use super::unix_ms;
 use super::writer::{LimitWriter, Outcome, WriteError, WritePath, WriteTarget};
 use crate::cluster::{ContainerId, ContainerState};
 use crate::resources::{Limits, Resource};
+use crate::sync::lock;
 
 /// Smallest gap a memory step leaves between the limit and the container's usage.
 const STEP_HEADROOM: u64 = 32 * MIB;
@@ -138,12 +139,6 @@ impl From<CgroupError> for Error {
     fn from(e: CgroupError) -> Error {
         Error::Cgroup(e)
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panicking holder cannot leave these maps half-updated in a way later code trusts
-    // less than losing them.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[derive(Clone, Debug)]

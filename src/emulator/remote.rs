@@ -7,7 +7,7 @@
 //! reported lost (ABORTED), as YARN's NM liveness monitor does.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::{ContainerId, NodeId};
+use crate::sync::lock;
 
 use super::nodemanager::{NmEvent, STREAM_IDLE_TIMEOUT};
 use super::runtime::{
@@ -63,10 +64,6 @@ enum Attach {
     Unknown(String),
     /// The NodeManager refused the RM's token.
     Refused(String),
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn base(node: &NodeId) -> String {
