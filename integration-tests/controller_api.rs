@@ -1,5 +1,6 @@
 //! The controller's API served for real on 127.0.0.1:0 with a hub the test drives:
-//! `preemptor logs` (library and binary) and the dashboard in headless Chromium.
+//! `preemptor logs` (library and binary), `preemptor status` and the dashboard in headless
+//! Chromium.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -12,7 +13,7 @@ use axum::Router;
 use preemptor::cluster::{ContainerState, JobClass, Partition};
 use preemptor::controller::api;
 use preemptor::controller::hub::{
-    ActionRecord, ContainerRow, Hub, NodeStatus, Outcome, QueueStatus, StatusReport,
+    ActionRecord, ContainerRow, Hub, NodeStatus, Outcome, QueueStatus, StatusReport, TickSummary,
 };
 use preemptor::controller::log;
 use preemptor::controller::logs::{ControllerClient, Format, LogsError, Output, tail};
@@ -240,18 +241,22 @@ async fn logs_follow_fails_at_once_on_a_refused_token() {
 }
 
 async fn run_logs_cli(args: &[&str]) -> std::process::Output {
+    run_cli("logs", args).await
+}
+
+async fn run_cli(command: &str, args: &[&str]) -> std::process::Output {
     let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_preemptor"))
-        .arg("logs")
+        .arg(command)
         .args(args)
         .env_remove("PREEMPTOR_CONTROLLER")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .expect("spawn preemptor logs");
+        .expect("spawn preemptor");
     tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
         .await
-        .expect("preemptor logs exits")
+        .expect("preemptor exits")
         .expect("output")
 }
 
@@ -335,6 +340,180 @@ async fn logs_cli_prints_the_recent_log_and_explains_failures() {
     assert!(stderr.contains("cannot reach the controller"), "{stderr}");
 }
 
+#[tokio::test]
+async fn status_cli_shows_what_the_controller_holds_and_explains_failures() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let good = dir.path().join("token");
+    let bad = dir.path().join("bad-token");
+    std::fs::write(&good, format!("{TOKEN}\n")).expect("token file");
+    std::fs::write(&bad, "not-it").expect("token file");
+    for path in [&good, &bad] {
+        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .expect("chmod");
+    }
+    let hub = Hub::new();
+    let mut status = cluster_status();
+    status.nodes[0].advertised = Resource::new(22464, 17);
+    hub.set_status(status);
+    hub.record_tick(TickSummary {
+        at_ms: 1_795_000_000_500,
+        trigger: "timer".into(),
+        duration_ms: 8.5,
+        actions: 3,
+        failed: 1,
+        late: 0,
+    });
+    hub.record_lease(
+        "http://127.0.0.1:8049",
+        1_794_999_999_000,
+        Ok((Some("controller@rm1:8090".into()), 30_000)),
+    );
+    let server = TestServer::start(&api_router(&hub), "127.0.0.1:0").await;
+    let url = server.url();
+    let good = good.to_string_lossy().into_owned();
+    let bad = bad.to_string_lossy().into_owned();
+
+    let text = run_cli("status", &["--controller", &url, "--token-file", &good]).await;
+    assert!(text.status.success(), "{text:?}");
+    let out = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        out.contains("last tick: 2026-11-18T11:06:40.500Z (timer), 8.5 ms, 3 action(s) sent, 1 failed, 0 late"),
+        "{out}"
+    );
+    assert!(out.contains("held: 1 suspended, 1 shrunk"), "{out}");
+    let node = out.lines().find(|l| l.starts_with("nm1:8042")).expect(&out);
+    assert!(node.contains("<22464 MB, 17 vcores> (raised)"), "{node}");
+    assert!(node.contains("held by controller@rm1:8090"), "{node}");
+    // The suspended and the shrunk container with the time they were first seen so;
+    // the running one is not held.
+    for (id, state) in [(2, "suspended"), (3, "shrunk")] {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("container_1795000000000_0001_01_{id:06}")))
+            .unwrap_or_else(|| panic!("container {id} in:\n{out}"));
+        assert!(line.contains(state), "{line}");
+        assert!(
+            line.contains("2026-11-18T11:06:30.000Z (10.0 s ago)"),
+            "{line}"
+        );
+    }
+    assert!(
+        !out.contains("container_1795000000000_0001_01_000004"),
+        "{out}"
+    );
+
+    let json = run_cli(
+        "status",
+        &[
+            "--controller",
+            &url,
+            "--token-file",
+            &good,
+            "--format",
+            "json",
+        ],
+    )
+    .await;
+    assert!(json.status.success(), "{json:?}");
+    let served: StatusReport = serde_json::from_slice(&json.stdout).expect("the status as JSON");
+    assert_eq!(served, hub.full_status());
+    assert_eq!(
+        served.nodes[0].lease.as_ref().and_then(|l| l.remaining_ms),
+        Some(30_000)
+    );
+
+    let refused = run_cli("status", &["--controller", &url, "--token-file", &bad]).await;
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("refused the token"), "{stderr}");
+
+    server.kill().await;
+    let gone = run_cli("status", &["--controller", &url, "--token-file", &good]).await;
+    assert!(!gone.status.success());
+    let stderr = String::from_utf8_lossy(&gone.stderr);
+    assert!(stderr.contains("cannot reach the controller"), "{stderr}");
+}
+
+/// `preemptor demo` prints how to watch it; `preemptor status`, run as printed while a
+/// burst is on, shows the containers the controller suspended for it. Simulated
+/// containers: no Docker needed, and the demo is short.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_against_the_demo_shows_what_a_burst_suspended() {
+    use tokio::io::AsyncBufReadExt;
+    let mut demo = tokio::process::Command::new(env!("CARGO_BIN_EXE_preemptor"))
+        .args([
+            "demo",
+            "--runtime",
+            "simulated",
+            "--policy",
+            "immediate",
+            "--duration",
+            "40s",
+            "--drain",
+            "10s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn preemptor demo");
+    let mut lines = tokio::io::BufReader::new(demo.stdout.take().expect("stdout")).lines();
+    let command = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.expect("reading the demo") {
+            if let Some(c) = line.trim().strip_prefix("status:") {
+                return c.trim().to_string();
+            }
+        }
+        panic!("the demo ended without printing its status command");
+    })
+    .await
+    .expect("the demo prints its status command within 60 s");
+    // Keep reading, so that the demo never blocks on a full pipe.
+    let drain = tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let args: Vec<&str> = command
+        .strip_prefix("preemptor status ")
+        .unwrap_or_else(|| panic!("not a status command: {command}"))
+        .split_whitespace()
+        .collect();
+    let t0 = std::time::Instant::now();
+    let held = loop {
+        let out = run_cli("status", &args).await;
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if let Some(line) = text
+            .lines()
+            .find(|l| l.starts_with("container_") && l.contains(" suspended "))
+        {
+            assert!(text.contains("(raised)"), "room advertised for it:\n{text}");
+            break line.to_string();
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(40),
+            "no suspended container shown during the demo's run:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert!(
+        held.contains("root.long") && held.contains("ago)"),
+        "{held}"
+    );
+    // Interrupted, the demo stops cleanly.
+    if let Some(pid) = demo.id() {
+        let _ = std::process::Command::new("kill")
+            .args(["-INT", &pid.to_string()])
+            .status();
+    }
+    let status = tokio::time::timeout(Duration::from_secs(60), demo.wait())
+        .await
+        .expect("the demo stops within 60 s of SIGINT")
+        .expect("wait");
+    drain.abort();
+    assert!(
+        status.code().is_some(),
+        "the demo exited by itself: {status:?}"
+    );
+}
+
 /// Chromium from PATH (or `$CHROMIUM`). Missing is a failure under `CI=true`.
 fn chromium_or_skip(test: &str) -> Option<PathBuf> {
     let candidates = std::env::var_os("CHROMIUM")
@@ -368,6 +547,7 @@ fn cluster_status() -> StatusReport {
         allocated: Resource::new(4096, 2),
         current,
         state,
+        held_since_ms: (state != ContainerState::Running).then_some(1_794_999_990_000),
     };
     StatusReport {
         at_ms: 1_795_000_000_000,
@@ -402,6 +582,7 @@ fn cluster_status() -> StatusReport {
             partition: Partition::General,
             agent: Some("http://127.0.0.1:8049".into()),
             agent_reachable: true,
+            lease: None,
             containers: vec![
                 container(2, ContainerState::Suspended, Limits::new(64, 10)),
                 container(3, ContainerState::Shrunk, Limits::new(2048, 1000)),

@@ -62,6 +62,10 @@ enum Command {
     Sim(preemptor::sim::cli::SimArgs),
     #[command(about = "Follow a controller's preemption log")]
     Logs(preemptor::controller::cli::LogsArgs),
+    #[command(
+        about = "Show what a running controller holds: held containers, node capacities, leases"
+    )]
+    Status(preemptor::controller::status::StatusArgs),
     #[command(about = "Create bearer-token files for the agent and controller APIs")]
     Token(TokenArgs),
     #[command(about = "Put nodes a killed controller had raised back at their physical capacity")]
@@ -180,6 +184,10 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Logs(args) => {
             runtime()?.block_on(preemptor::controller::cli::logs(args))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Status(args) => {
+            runtime()?.block_on(preemptor::controller::status::status(args))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Token(args) => {

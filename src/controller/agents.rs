@@ -14,7 +14,7 @@ use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 
 use crate::agent::AgentClient;
-use crate::agent::api::{ActionRequest, ActionResult, AgentEvent, ContainerStatus};
+use crate::agent::api::{ActionRequest, ActionResult, AgentEvent, ContainerStatus, LeaseStatus};
 use crate::agent::client::ClientError;
 use crate::cluster::NodeId;
 use crate::config::settings::AgentSettings;
@@ -64,8 +64,10 @@ pub trait Actuator: Send + Sync + 'static {
     -> BoxFuture<'_, Result<ActionResult, ActError>>;
     /// Every YARN container `agent` knows, with its current and original limits.
     fn containers(&self, agent: &str) -> BoxFuture<'_, Result<Vec<ContainerStatus>, String>>;
-    /// Keeps `agent` from resuming everything on its own for `ttl`.
-    fn renew_lease(&self, agent: &str, ttl: Duration) -> BoxFuture<'_, Result<(), String>>;
+    /// Keeps `agent` from resuming everything on its own for `ttl`; returns the lease as
+    /// the agent now holds it.
+    fn renew_lease(&self, agent: &str, ttl: Duration)
+    -> BoxFuture<'_, Result<LeaseStatus, String>>;
     /// The agent's event stream; the controller ticks at once on each event. An actuator
     /// without events returns an error and the controller relies on its timer.
     fn events(
@@ -186,13 +188,16 @@ impl Actuator for HttpAgents {
         Box::pin(async move { client?.containers().await.map_err(|e| e.to_string()) })
     }
 
-    fn renew_lease(&self, agent: &str, ttl: Duration) -> BoxFuture<'_, Result<(), String>> {
+    fn renew_lease(
+        &self,
+        agent: &str,
+        ttl: Duration,
+    ) -> BoxFuture<'_, Result<LeaseStatus, String>> {
         let client = self.client(agent);
         Box::pin(async move {
             client?
                 .renew_lease(&self.holder, Some(ttl))
                 .await
-                .map(|_| ())
                 .map_err(|e| e.to_string())
         })
     }

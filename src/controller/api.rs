@@ -247,7 +247,7 @@ async fn require_token(State(st): State<Arc<ApiState>>, req: Request, next: Next
 }
 
 async fn status(State(st): State<Arc<ApiState>>) -> Json<StatusReport> {
-    Json(st.hub.status().as_ref().clone())
+    Json(st.hub.full_status())
 }
 
 async fn actions(State(st): State<Arc<ApiState>>) -> Json<RecentActions> {

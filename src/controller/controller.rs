@@ -23,13 +23,14 @@ use super::hub::{
     AppRow, ContainerRow, Hub, NodeStatus, Outcome, QueueStatus, StatusReport, TickSummary,
 };
 use super::view::{self, Memory};
-use crate::agent::api::{ActionRequest, AgentEvent, ContainerStatus};
+use crate::agent::api::{ActionRequest, AgentEvent, ContainerStatus, LeaseStatus};
 use crate::cluster::{ApplicationId, ClusterView, ContainerId, ContainerState, PolicyKind};
 use crate::config::queues::QueueTree;
 use crate::config::settings::PreemptorSettings;
 use crate::config::{ConfigErrors, LoadedConfig};
 use crate::policy::{self, Action, ActionKind, Before, PolicyState};
 use crate::resources::{Limits, Resource};
+use crate::sync::lock;
 use crate::yarn::dto::{AppInfo, YarnApplicationState};
 use crate::yarn::{RmClient, RmProxy, SubmissionSeen};
 
@@ -389,6 +390,7 @@ pub async fn start(config: ControllerConfig) -> Result<ControllerHandle, Control
         reported: HashSet::new(),
         failed_since_tick: 0,
         recovered: false,
+        held_since: HashMap::new(),
         _sub_tx: sub_tx,
     };
     let c = cancel.clone();
@@ -443,6 +445,10 @@ fn hostname() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
+fn is_held(s: ContainerState) -> bool {
+    matches!(s, ContainerState::Suspended | ContainerState::Shrunk)
+}
+
 /// Renews every known agent's lease three times per lease period, whatever the RM does.
 async fn renew_leases(
     actuator: Arc<dyn Actuator>,
@@ -461,13 +467,21 @@ async fn renew_leases(
         }
         let list: Vec<String> = lock(&agents).iter().cloned().collect();
         let renewals: Vec<_> = list.iter().map(|a| actuator.renew_lease(a, ttl)).collect();
-        let results: Vec<Result<(), String>> = futures_util::stream::iter(renewals)
+        let results: Vec<Result<LeaseStatus, String>> = futures_util::stream::iter(renewals)
             .buffered(parallel)
             .collect()
             .await;
+        hub.retain_leases(&list.iter().cloned().collect());
         for (agent, r) in list.into_iter().zip(results) {
+            hub.record_lease(
+                &agent,
+                unix_ms(),
+                r.as_ref()
+                    .map(|l| (l.holder.clone(), l.remaining_ms))
+                    .map_err(Clone::clone),
+            );
             match r {
-                Ok(()) => {
+                Ok(_) => {
                     if down.remove(&agent) {
                         tracing::info!(%agent, "agent lease renewed again");
                     }
@@ -519,10 +533,6 @@ async fn poll_submissions(
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 struct Loop {
     hub: Hub,
     rm: RmClient,
@@ -549,6 +559,8 @@ struct Loop {
     failed_since_tick: usize,
     /// The first tick has checked for what an earlier run left changed.
     recovered: bool,
+    /// Suspended or shrunk containers, and when a tick first saw them so.
+    held_since: HashMap<ContainerId, u64>,
     _sub_tx: mpsc::Sender<SubmissionSeen>,
 }
 
@@ -884,6 +896,13 @@ impl Loop {
         if let Some(secs) = held_for {
             self.hub.add_reclaimed(reclaimed_limits(&view), secs);
         }
+        self.held_since.retain(|id, _| {
+            view.container_by_id(id)
+                .is_some_and(|i| is_held(view.container(i).state))
+        });
+        for c in view.containers.iter().filter(|c| is_held(c.state)) {
+            self.held_since.entry(c.id).or_insert(now);
+        }
         let mut status = self.status(
             &view,
             &snapshot.active_rm,
@@ -1048,6 +1067,7 @@ impl Loop {
                     partition: n.partition,
                     agent_reachable: agent.as_ref().is_some_and(|a| !unreachable.contains(a)),
                     agent,
+                    lease: None,
                     containers: n
                         .containers
                         .iter()
@@ -1061,6 +1081,7 @@ impl Loop {
                                 allocated: c.allocated,
                                 current: c.current,
                                 state: c.state,
+                                held_since_ms: self.held_since.get(&c.id).copied(),
                             }
                         })
                         .collect(),

@@ -529,6 +529,7 @@ mod tests {
                 partition: Partition::General,
                 agent: Some("http://nm1:8049".into()),
                 agent_reachable: false,
+                lease: None,
                 containers: vec![ContainerRow {
                     id: "container_1_0001_01_000002".into(),
                     application: "application_1_0001".into(),
@@ -536,6 +537,7 @@ mod tests {
                     allocated: Resource::new(4096, 2),
                     current: Limits::new(64, 10),
                     state: ContainerState::Suspended,
+                    held_since_ms: Some(1_795_000_000_000),
                 }],
             }],
             suspended: 1,

@@ -849,8 +849,21 @@ mod tests {
         fn containers(&self, _agent: &str) -> BoxFuture<'_, Result<Vec<ContainerStatus>, String>> {
             Box::pin(async { Ok(Vec::new()) })
         }
-        fn renew_lease(&self, _agent: &str, _ttl: Duration) -> BoxFuture<'_, Result<(), String>> {
-            Box::pin(async { Ok(()) })
+        fn renew_lease(
+            &self,
+            _agent: &str,
+            ttl: Duration,
+        ) -> BoxFuture<'_, Result<crate::agent::api::LeaseStatus, String>> {
+            let timeout_ms = ttl.as_millis() as u64;
+            Box::pin(async move {
+                Ok(crate::agent::api::LeaseStatus {
+                    holder: Some("test".into()),
+                    live: true,
+                    timeout_ms,
+                    remaining_ms: timeout_ms,
+                    changed_containers: 0,
+                })
+            })
         }
     }
 

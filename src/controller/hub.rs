@@ -11,6 +11,7 @@ use tokio::sync::broadcast;
 use super::live_queues::QueueSource;
 use crate::cluster::{ContainerState, JobClass, Partition};
 use crate::resources::{Limits, Resource};
+use crate::sync::lock;
 use crate::yarn::dto::YarnApplicationState;
 
 /// How an action ended.
@@ -139,6 +140,23 @@ pub struct ContainerRow {
     pub allocated: Resource,
     pub current: Limits,
     pub state: ContainerState,
+    /// When a tick first saw the container suspended or shrunk (to within one monitoring
+    /// interval of the action); `None` while it runs at its allocation.
+    #[serde(default)]
+    pub held_since_ms: Option<u64>,
+}
+
+/// The lease this controller holds on a node's agent, from its last renewal.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseRow {
+    /// Who the agent says holds its lease.
+    pub holder: Option<String>,
+    /// When the last renewal succeeded, and how long the lease had left then.
+    pub renewed_at_ms: Option<u64>,
+    pub remaining_ms: Option<u64>,
+    /// Why the latest renewal failed; `None` once one succeeds again.
+    pub error: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -151,6 +169,9 @@ pub struct NodeStatus {
     /// The agent that acts on this node, if one is known.
     pub agent: Option<String>,
     pub agent_reachable: bool,
+    /// Filled when the status is served (`/api/v1/status`), from the lease renewals.
+    #[serde(default)]
+    pub lease: Option<LeaseRow>,
     pub containers: Vec<ContainerRow>,
 }
 
@@ -184,6 +205,9 @@ pub struct StatusReport {
     /// Applications and containers the view could not place, and why.
     #[serde(default)]
     pub skipped: Vec<String>,
+    /// The latest tick's summary; filled when the status is served.
+    #[serde(default)]
+    pub last_tick: Option<TickSummary>,
 }
 
 /// One application of `/api/v1/status`.
@@ -279,6 +303,9 @@ struct Inner {
     events: broadcast::Sender<ControllerEvent>,
     status: RwLock<Arc<StatusReport>>,
     metrics: Mutex<Metrics>,
+    last_tick: Mutex<Option<TickSummary>>,
+    /// By agent.
+    leases: Mutex<BTreeMap<String, LeaseRow>>,
 }
 
 /// Events a slow SSE reader may fall behind by before it misses some.
@@ -298,6 +325,8 @@ impl Hub {
                 events,
                 status: RwLock::new(Arc::new(StatusReport::default())),
                 metrics: Mutex::new(Metrics::default()),
+                last_tick: Mutex::new(None),
+                leases: Mutex::new(BTreeMap::new()),
             }),
         }
     }
@@ -327,6 +356,7 @@ impl Hub {
             m.tick_seconds.observe(summary.duration_ms / 1000.0);
             m.ticks += 1;
         }
+        *lock(&self.inner.last_tick) = Some(summary.clone());
         self.publish(ControllerEvent::Tick(summary));
     }
 
@@ -374,6 +404,45 @@ impl Hub {
             .clone()
     }
 
+    /// The latest status with the latest tick and each node's lease: what
+    /// `/api/v1/status` serves.
+    pub fn full_status(&self) -> StatusReport {
+        let mut s = self.status().as_ref().clone();
+        s.last_tick = lock(&self.inner.last_tick).clone();
+        let leases = lock(&self.inner.leases);
+        for n in &mut s.nodes {
+            n.lease = n.agent.as_ref().and_then(|a| leases.get(a)).cloned();
+        }
+        s
+    }
+
+    /// Records how renewing `agent`'s lease went.
+    pub fn record_lease(
+        &self,
+        agent: &str,
+        at_ms: u64,
+        outcome: Result<(Option<String>, u64), String>,
+    ) {
+        let mut leases = lock(&self.inner.leases);
+        let row = leases.entry(agent.to_string()).or_default();
+        match outcome {
+            Ok((holder, remaining_ms)) => {
+                *row = LeaseRow {
+                    holder,
+                    renewed_at_ms: Some(at_ms),
+                    remaining_ms: Some(remaining_ms),
+                    error: None,
+                }
+            }
+            Err(e) => row.error = Some(e),
+        }
+    }
+
+    /// Forgets the leases of agents no longer in the view.
+    pub fn retain_leases(&self, agents: &std::collections::BTreeSet<String>) {
+        lock(&self.inner.leases).retain(|a, _| agents.contains(a));
+    }
+
     pub fn metrics(&self) -> Metrics {
         self.metrics_lock().clone()
     }
@@ -384,10 +453,7 @@ impl Hub {
     }
 
     fn metrics_lock(&self) -> std::sync::MutexGuard<'_, Metrics> {
-        self.inner
-            .metrics
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.inner.metrics)
     }
 }
 

@@ -11,7 +11,7 @@ use futures_util::stream::BoxStream;
 use tokio_util::sync::CancellationToken;
 
 use super::api::{ErrorBody, RecentActions};
-use super::hub::{ActionRecord, ControllerEvent};
+use super::hub::{ActionRecord, ControllerEvent, StatusReport};
 use super::log;
 use crate::agent::client::SseParser;
 
@@ -134,7 +134,20 @@ impl ControllerClient {
 
     /// The controller's recent preemption log, oldest first.
     pub async fn recent(&self) -> Result<RecentActions, LogsError> {
-        let (url, resp) = self.get("/api/v1/actions").await?;
+        self.get_json("/api/v1/actions", "recent-actions").await
+    }
+
+    /// The controller's latest status: what it holds, nodes, leases, the last tick.
+    pub async fn status(&self) -> Result<StatusReport, LogsError> {
+        self.get_json("/api/v1/status", "status").await
+    }
+
+    async fn get_json<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        what: &str,
+    ) -> Result<T, LogsError> {
+        let (url, resp) = self.get(path).await?;
         let body = tokio::time::timeout(Duration::from_secs(30), resp.bytes())
             .await
             .map_err(|_| LogsError::Stream {
@@ -147,7 +160,7 @@ impl ControllerClient {
             })?;
         serde_json::from_slice(&body).map_err(|e| LogsError::Stream {
             url,
-            reason: format!("not a recent-actions answer: {e}"),
+            reason: format!("not a {what} answer: {e}"),
         })
     }
 
@@ -326,15 +339,23 @@ fn warn_missed(missed: u64) {
     }
 }
 
-pub async fn logs(args: LogsArgs) -> Result<(), LogsError> {
-    let token = match &args.token_file {
-        // The same checks as the controller's own: private, regular, non-empty.
+/// A client for the controller at `controller`, with the token read from `token_file`
+/// under the same checks as the controller's own: private, regular, non-empty.
+pub fn connect(
+    controller: &str,
+    token_file: Option<&std::path::Path>,
+) -> Result<ControllerClient, LogsError> {
+    let token = match token_file {
         Some(path) => Some(
             String::from_utf8_lossy(&crate::config::secret::read_token_file(path)?).into_owned(),
         ),
         None => None,
     };
-    let client = ControllerClient::new(&args.controller, token)?;
+    ControllerClient::new(controller, token)
+}
+
+pub async fn logs(args: LogsArgs) -> Result<(), LogsError> {
+    let client = connect(&args.controller, args.token_file.as_deref())?;
     let stdout = io::stdout();
     let how = Output {
         format: args.format,

@@ -24,6 +24,7 @@ pub mod log;
 pub mod logs;
 pub mod metrics;
 pub mod restore;
+pub mod status;
 pub mod view;
 
 pub use agents::{Actuator, HttpAgents};

@@ -3,6 +3,7 @@
 //! stopped and the applications' records summarised.
 
 use std::net::SocketAddr;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -108,6 +109,27 @@ pub async fn run(config: &DemoConfig, cancel: CancellationToken) -> Result<DemoR
         }
     }
     Ok(report)
+}
+
+/// Where to watch this run: the dashboard's address with its token, and the
+/// `preemptor status` command, whose token file is written (mode 600) beside the
+/// controller's state for as long as the run lasts.
+fn watch_hint(api: &str, token: &str, dir: &std::path::Path) -> String {
+    let file = dir.join("controller.token");
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&file)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, token.as_bytes()));
+    let status = match written {
+        Ok(()) => format!(
+            "preemptor status --controller {api} --token-file {}",
+            file.display()
+        ),
+        Err(e) => format!("(cannot write {}: {e})", file.display()),
+    };
+    format!("   dashboard: {api}/?token={token}\n   status:    {status}")
 }
 
 fn say(config: &DemoConfig, line: &str) {
@@ -293,10 +315,20 @@ impl Actuator for SimulatedAgents {
     fn renew_lease(
         &self,
         _agent: &str,
-        _ttl: Duration,
-    ) -> futures_util::future::BoxFuture<'_, Result<(), String>> {
-        // Simulated containers live in this process: nothing outlives it to resume.
-        Box::pin(async { Ok(()) })
+        ttl: Duration,
+    ) -> futures_util::future::BoxFuture<'_, Result<crate::agent::api::LeaseStatus, String>> {
+        // Simulated containers live in this process: nothing outlives it to resume, and
+        // this controller is the only holder there is.
+        let timeout_ms = ttl.as_millis() as u64;
+        Box::pin(async move {
+            Ok(crate::agent::api::LeaseStatus {
+                holder: Some("demo (in-process)".into()),
+                live: true,
+                timeout_ms,
+                remaining_ms: timeout_ms,
+                changed_containers: 0,
+            })
+        })
     }
 }
 
@@ -445,6 +477,7 @@ async fn run_policy(
             return Err(e);
         }
     };
+    let mut api_token = String::new();
     let started = match controller_config(
         config,
         policy,
@@ -456,6 +489,7 @@ async fn run_policy(
     ) {
         Ok(mut cc) => {
             cc.settings.controller.state_dir = state.0.clone();
+            api_token = String::from_utf8_lossy(&cc.api_token).into_owned();
             super::super::start(cc).await.map_err(DemoError::Controller)
         }
         Err(e) => Err(e),
@@ -469,6 +503,9 @@ async fn run_policy(
             return Err(e);
         }
     };
+    if let Some(api) = controller.api_url() {
+        say(config, &watch_hint(&api, &api_token, &state.0));
+    }
     let result = drive(
         config,
         policy,
