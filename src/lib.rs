@@ -13,6 +13,7 @@ pub mod policy;
 pub mod resources;
 pub mod sim;
 pub mod sync;
+pub mod text;
 pub mod tls;
 pub mod yarn;
 

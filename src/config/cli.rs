@@ -14,6 +14,7 @@ use super::settings::{PolicySettings, PreemptorSettings};
 use super::{ConfigErrors, LoadedConfig};
 use crate::cluster::PolicyKind;
 use crate::resources::Resource;
+use crate::text::table;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -239,31 +240,6 @@ pub fn render_json(report: &Report<'_>) -> String {
 
 fn percent(f: Option<f64>) -> String {
     f.map_or_else(|| "-".to_string(), |f| format!("{:.1}%", f * 100.0))
-}
-
-/// Left-aligned columns, two spaces apart.
-fn table(rows: &[Vec<String>]) -> String {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..cols)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let line: Vec<String> = r
-            .iter()
-            .enumerate()
-            .map(|(c, s)| format!("{s:<w$}", w = widths[c]))
-            .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-    }
-    out
 }
 
 /// `(stdout, stderr)`: the tree and settings on stdout, warnings and errors on stderr.

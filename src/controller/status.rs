@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use super::hub::{ContainerRow, LeaseRow, NodeStatus, StatusReport};
 use super::log::utc_millis;
 use super::logs::{Format, LogsError, connect};
+use crate::text::table;
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -98,7 +99,7 @@ pub fn render(s: &StatusReport, controller: &str) -> String {
             q.pending.to_string(),
         ]));
     }
-    table(&mut out, &rows);
+    out.push_str(&table(&rows));
 
     out.push('\n');
     let mut rows = vec![row(["NODE", "ADVERTISED", "PHYSICAL", "AGENT", "LEASE"])];
@@ -116,7 +117,7 @@ pub fn render(s: &StatusReport, controller: &str) -> String {
             lease(n.lease.as_ref(), s.at_ms),
         ]));
     }
-    table(&mut out, &rows);
+    out.push_str(&table(&rows));
 
     out.push('\n');
     let held: Vec<(&NodeStatus, &ContainerRow)> = s
@@ -148,39 +149,13 @@ pub fn render(s: &StatusReport, controller: &str) -> String {
                 c.current.to_string(),
             ]));
         }
-        table(&mut out, &rows);
+        out.push_str(&table(&rows));
     }
     out
 }
 
 fn row<const N: usize>(cells: [impl Into<String>; N]) -> Vec<String> {
     cells.into_iter().map(Into::into).collect()
-}
-
-/// Left-aligned columns two spaces apart; the last column is not padded.
-fn table(out: &mut String, rows: &[Vec<String>]) {
-    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..columns)
-        .map(|i| {
-            rows.iter()
-                .filter_map(|r| r.get(i))
-                .map(|c| c.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    for r in rows {
-        let mut line = String::new();
-        for (i, cell) in r.iter().enumerate() {
-            if i + 1 == r.len() {
-                line.push_str(cell);
-            } else {
-                let _ = write!(line, "{cell:<w$}  ", w = widths[i]);
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
 }
 
 fn agent(n: &NodeStatus) -> String {
