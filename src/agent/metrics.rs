@@ -34,8 +34,14 @@ pub const TRACKED: &str = "preemptor_agent_tracked_containers";
 pub const STORE_WRITES: &str = "preemptor_agent_store_writes_total";
 pub const STORE_WRITE_SECONDS: &str = "preemptor_agent_store_write_duration_seconds";
 pub const HTTP_REQUESTS: &str = "preemptor_agent_http_requests_total";
+pub const BUILD_INFO: &str = "preemptor_build_info";
 
 const FAMILIES: &[Family] = &[
+    Family {
+        name: BUILD_INFO,
+        kind: Kind::Gauge,
+        help: "Always 1; the version of the running agent as a label.",
+    },
     Family {
         name: ACTIONS,
         kind: Kind::Counter,
@@ -175,7 +181,9 @@ fn fmt_value(v: f64) -> String {
 
 impl Metrics {
     pub fn new() -> Metrics {
-        Metrics::default()
+        let m = Metrics::default();
+        m.set(BUILD_INFO, &[("version", env!("CARGO_PKG_VERSION"))], 1.0);
+        m
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut Registry) -> R) -> R {
@@ -290,6 +298,10 @@ mod tests {
             text.contains("preemptor_agent_actions_total{action=\"suspend\",outcome=\"ok\"} 2\n")
         );
         assert!(text.contains("preemptor_agent_lease_live 1\n"));
+        assert!(text.contains(&format!(
+            "preemptor_build_info{{version=\"{}\"}} 1\n",
+            env!("CARGO_PKG_VERSION")
+        )));
         assert!(text.contains(
             "preemptor_agent_action_duration_seconds_bucket{action=\"suspend\",le=\"0.05\"} 1\n"
         ));

@@ -264,7 +264,7 @@ async fn metrics_text(State(st): State<Arc<ApiState>>) -> Response {
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
         )],
-        metrics::render(&st.hub.metrics(), &st.hub.status()),
+        metrics::render(&st.hub.metrics(), &st.hub.full_status()),
     )
         .into_response()
 }
