@@ -25,6 +25,7 @@ mod emulator_support;
 mod hadoop_real;
 mod hadoop_spark;
 mod hadoop_support;
+mod metrics_files;
 mod operator_scripts;
 mod proxy;
 mod rm_client;
