@@ -2,8 +2,8 @@
 //! tick. For 200 and then 2,000 NodeManagers, in the same run:
 //!
 //! - the emulator in-process with the simulated runtime (8 GB / 8 vcores per node);
-//! - one dry-run agent per node, all served from this process on their own loopback ports
-//!   (`preemptor::emulator::agents`), recording the actions they get;
+//! - one dry-run agent per node, all served from this process behind one listener, each at
+//!   its own loopback address (`preemptor::emulator::agents`), recording the actions they get;
 //! - the HiBench + TPC-H mix through the RM's REST API: long jobs asking for the whole
 //!   cluster, and every 5 s a burst of TPC-H queries (one per 20 nodes) in queue `short`,
 //!   so that the `immediate` policy suspends long containers every few ticks;
@@ -82,6 +82,26 @@ fn rss_kib(pid: u32) -> Option<(u64, u64)> {
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
     };
     Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// Open files of a process: at thousands of agents, both the controller and this process
+/// come near the open-file limit.
+fn open_fds(pid: u32) -> Option<usize> {
+    Some(std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count())
+}
+
+/// The largest open-file counts sampled, (controller, this process).
+#[derive(Clone, Copy, Default)]
+struct Fds {
+    controller: usize,
+    bench: usize,
+}
+
+impl Fds {
+    fn sample(&mut self, controller: u32) {
+        self.controller = self.controller.max(open_fds(controller).unwrap_or(0));
+        self.bench = self.bench.max(open_fds(std::process::id()).unwrap_or(0));
+    }
 }
 
 /// User + system CPU time of a process, in seconds.
@@ -264,6 +284,8 @@ struct Measured {
     first_warnings: Vec<String>,
     rss_kib: u64,
     rss_max_kib: u64,
+    /// Largest open-file counts sampled from the controller's start to the window's end.
+    fds: Fds,
     hwm_kib: u64,
     live_containers: usize,
     running_apps: usize,
@@ -308,7 +330,10 @@ async fn run_size(nodes: usize, secs: u64, run: &Run) -> BenchResult<Measured> {
         run.interval_ms
     );
     let started = Instant::now();
-    let config = EmulatorConfig::local(nodes, NODE, RuntimeChoice::Simulated);
+    let mut config = EmulatorConfig::local(nodes, NODE, RuntimeChoice::Simulated);
+    // One listener for every NodeManager's web service, as for the agents: at 5,000 nodes
+    // a listener each leaves this process too few open files for the connections.
+    config.nm_one_listener = true;
     let h = Emulator::start(config)
         .await
         .map_err(|e| format!("starting the emulator: {e}"))?;
@@ -455,6 +480,7 @@ async fn measure(
     // Warm-up: the long jobs fill the cluster.
     let t0 = Instant::now();
     let mut last_print = Instant::now();
+    let mut fds = Fds::default();
     loop {
         if let Some(status) = controller.exited() {
             return Err(format!("the controller exited ({status}):\n{}", tail()));
@@ -473,10 +499,14 @@ async fn measure(
         }
         if last_print.elapsed() >= PROGRESS_EVERY {
             last_print = Instant::now();
+            // Sampled only here, not every loop: listing thousands of fds costs CPU.
+            fds.sample(controller.pid());
             eprintln!(
-                "  warm-up: {:.0}% allocated, {live} containers, {} ticks",
+                "  warm-up: {:.0}% allocated, {live} containers, {} ticks; open files: controller {}, bench {}",
                 used * 100.0,
-                lock(seen).ticks.len()
+                lock(seen).ticks.len(),
+                fds.controller,
+                fds.bench
             );
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
@@ -520,6 +550,7 @@ async fn measure(
         rss_max = rss_max.max(rss);
         if last_print.elapsed() >= PROGRESS_EVERY {
             last_print = Instant::now();
+            fds.sample(controller.pid());
             let (used, live, running) = cluster_line(h);
             let s = lock(seen);
             let mut window_ticks: Vec<f64> =
@@ -527,7 +558,8 @@ async fn measure(
             window_ticks.sort_by(f64::total_cmp);
             eprintln!(
                 "  {:>3.0}/{secs} s: {} ticks (p50 {:.0} ms, last {:.0} ms), {} agent actions, \
-                 {} warnings, controller RSS {} MiB; {:.0}% allocated, {live} containers, {running} apps",
+                 {} warnings, controller RSS {} MiB, open files {} (bench {}); {:.0}% allocated, \
+                 {live} containers, {running} apps",
                 start.elapsed().as_secs_f64(),
                 window_ticks.len(),
                 percentile(&window_ticks, 0.5),
@@ -535,11 +567,14 @@ async fn measure(
                 c.applied() - actions0,
                 s.warnings - warn0,
                 rss / 1024,
+                fds.controller,
+                fds.bench,
                 used * 100.0,
             );
         }
     }
     let elapsed = start.elapsed().as_secs_f64();
+    fds.sample(controller.pid());
     let metric1 = ticks_total(&http, api).await;
     let (rss, hwm) = rss_kib(controller.pid())
         .ok_or_else(|| format!("cannot read /proc/{}/status", controller.pid()))?;
@@ -578,6 +613,7 @@ async fn measure(
         first_warnings: s.first_warnings.clone(),
         rss_kib: rss,
         rss_max_kib: rss_max.max(rss),
+        fds,
         hwm_kib: hwm,
         live_containers: live,
         running_apps: running,
@@ -650,6 +686,10 @@ fn report(m: &Measured) {
         m.hwm_kib as f64 / 1024.0,
         m.live_containers,
         m.running_apps
+    );
+    println!(
+        "{} nodes: open files, most sampled every 5 s: controller {}, bench process (emulator + agents) {}",
+        m.nodes, m.fds.controller, m.fds.bench
     );
 }
 

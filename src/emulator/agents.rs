@@ -1,7 +1,11 @@
 //! Dry-run node agents for an emulator running simulated containers: one real agent API
-//! (the agent's router over a dry-run enforcer) per NodeManager, each on its own loopback
-//! port, all in one process. For controller load tests, where thousands of `preemptor
-//! agent` processes would be too heavy.
+//! (the agent's router over a dry-run enforcer) per NodeManager, all in one process. For
+//! controller load tests, where thousands of `preemptor agent` processes would be too heavy.
+//!
+//! Every agent is served from ONE listening socket, each at its own loopback address on
+//! the same port (`http://127.1.x.y:PORT`, [`super::loopback`]): a listener per agent
+//! would cost an open file each, and at 5,000 nodes those plus the server side of the
+//! controller's connections exceed a 20,000 open-file limit.
 //!
 //! A dry-run agent has no Docker to list containers from, so `GET /v1/containers` adds the
 //! node's running simulated containers (with their work done as attained service) to
@@ -10,7 +14,7 @@
 //! simulated containers keep their speed. See docs/load.md.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -28,6 +32,7 @@ use crate::agent::enforcer::{Enforcer, EnforcerSettings, Runtime};
 use crate::agent::{metrics, server};
 use crate::cluster::{ContainerId, NodeId};
 
+use super::loopback::LoopbackHosts;
 use super::runtime::{SimulatedContainer, SimulatedRuntime};
 use super::{EmulatorError, NodeManagerInfo};
 
@@ -38,6 +43,9 @@ const LISTING_MAX_AGE: Duration = Duration::from_millis(250);
 const LEASE_TICK: Duration = Duration::from_millis(200);
 /// Largest answer body the middleware reads back (a container list).
 const MAX_LIST_BYTES: usize = 64 * 1024 * 1024;
+/// Agent `i` listens at this address plus `i`: 127.1.0.1, 127.1.0.2, ... 127.0.0.1 is left
+/// to everything else, 127.2/16 on to the emulator's NodeManagers.
+const FIRST_ADDRESS: Ipv4Addr = Ipv4Addr::new(127, 1, 0, 1);
 
 /// Actions the agents carried out (2xx answers), by kind, and the ones they refused.
 #[derive(Debug, Default)]
@@ -122,8 +130,9 @@ pub struct DryRunAgents {
 }
 
 impl DryRunAgents {
-    /// Starts an agent for each of `nodes` on `127.0.0.1:<free port>`, all accepting
-    /// `token`. `runtime` is the emulator's ([`super::EmulatorHandle::simulated_runtime`]).
+    /// Starts an agent for each of `nodes`, the i-th at `127.1.0.1 + i` on one free port
+    /// shared by all, all accepting `token`. `runtime` is the emulator's
+    /// ([`super::EmulatorHandle::simulated_runtime`]).
     pub async fn start(
         nodes: &[NodeManagerInfo],
         runtime: SimulatedRuntime,
@@ -146,16 +155,14 @@ impl DryRunAgents {
             lease_timeout,
             ..EnforcerSettings::default()
         };
+        let hosts = LoopbackHosts::bind(FIRST_ADDRESS, nodes.len())?;
         let mut agents = Vec::with_capacity(nodes.len());
+        let mut routers = Vec::with_capacity(nodes.len());
         let mut enforcers = Vec::with_capacity(nodes.len());
-        for n in nodes {
-            let addr = SocketAddr::from(([127, 0, 0, 1], 0));
-            let listener = tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|source| EmulatorError::Bind { addr, source })?;
-            let local = listener
-                .local_addr()
-                .map_err(|source| EmulatorError::Bind { addr, source })?;
+        for (i, n) in nodes.iter().enumerate() {
+            let addr = hosts.addr(i).ok_or_else(|| {
+                EmulatorError::Config(format!("no loopback address for dry-run agent {i}"))
+            })?;
             let enforcer = Arc::new(Enforcer::new(
                 Runtime::DryRun,
                 settings.clone(),
@@ -173,21 +180,22 @@ impl DryRunAgents {
                 listing: listing.clone(),
                 counts: counts.clone(),
             });
-            let app = server::router(state, 64 * 1024)
-                .layer(middleware::from_fn_with_state(hosted, as_simulated_host));
-            let c = cancel.clone();
-            tracker.spawn(async move {
-                let serve = axum::serve(listener, app).with_graceful_shutdown(c.cancelled_owned());
-                if let Err(e) = serve.await {
-                    tracing::error!(error = %e, "dry-run agent stopped");
-                }
-            });
+            routers.push(
+                server::router(state, 64 * 1024)
+                    .layer(middleware::from_fn_with_state(hosted, as_simulated_host)),
+            );
             enforcers.push(enforcer);
             agents.push(HostedAgent {
                 node: n.id.clone(),
-                url: format!("http://{local}"),
+                url: format!("http://{addr}"),
             });
         }
+        let c = cancel.clone();
+        tracker.spawn(async move {
+            if let Err(e) = hosts.serve(routers, c.cancelled_owned()).await {
+                tracing::error!(error = %e, "dry-run agents stopped");
+            }
+        });
         // One task for every lease: an expired lease resumes what the agent changed.
         let c = cancel.clone();
         tracker.spawn(async move {
@@ -346,6 +354,55 @@ mod tests {
             speed: 1.0,
             done: Duration::from_millis(done_ms),
         }
+    }
+
+    #[tokio::test]
+    async fn agents_behind_one_listener_keep_their_own_state() {
+        use crate::agent::AgentClient;
+        let nodes: Vec<NodeManagerInfo> = (0..3)
+            .map(|i| NodeManagerInfo {
+                id: NodeId::new(format!("h{i}:1")),
+                url: String::new(),
+            })
+            .collect();
+        let agents = DryRunAgents::start(
+            &nodes,
+            SimulatedRuntime::new(),
+            b"secret",
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap();
+        let urls: Vec<&str> = agents.agents().iter().map(|a| a.url.as_str()).collect();
+        let port = urls[0].rsplit(':').next().unwrap();
+        assert_eq!(
+            urls[2],
+            format!("http://127.1.0.3:{port}"),
+            "one port for all"
+        );
+        assert_eq!(agents.addresses().split(',').count(), 3);
+
+        let t = Duration::from_secs(5);
+        let client = |url: &str, token: &str| AgentClient::new(url, token, t).unwrap();
+        client(urls[1], "secret")
+            .renew_lease("c", Some(Duration::from_secs(20)))
+            .await
+            .unwrap();
+        let lease = |i: usize| {
+            let c = client(urls[i], "secret");
+            async move { c.lease().await.unwrap().holder }
+        };
+        assert_eq!(lease(1).await.as_deref(), Some("c"));
+        assert_eq!(lease(0).await, None, "a lease is one agent's");
+        assert_eq!(lease(2).await, None);
+        let refused = client(urls[0], "wrong").lease().await.unwrap_err();
+        assert_eq!(refused.status(), Some(reqwest::StatusCode::UNAUTHORIZED));
+
+        // No agent at 127.0.0.1: the connection is closed unanswered.
+        let stray = client(&format!("http://127.0.0.1:{port}"), "secret");
+        assert!(stray.lease().await.is_err());
+
+        agents.shutdown().await;
     }
 
     #[test]

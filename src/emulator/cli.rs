@@ -214,6 +214,7 @@ pub async fn run(args: EmulateArgs) -> Result<(), EmulatorError> {
     let config = EmulatorConfig {
         rm_addr: SocketAddr::new(args.bind, args.rm_port),
         nm_addrs,
+        nm_one_listener: false,
         node_resource: node,
         runtime: args.runtime,
         cpu_scale,

@@ -9,6 +9,7 @@ pub mod agents;
 pub mod cli;
 pub mod docker;
 pub mod image;
+mod loopback;
 pub mod mix;
 mod nm_api;
 pub mod nodemanager;
@@ -35,6 +36,7 @@ use crate::cluster::{ContainerId, NodeId};
 use crate::resources::Resource;
 
 use docker::{DockerLimits, DockerRuntime, DockerRuntimeConfig};
+use loopback::LoopbackHosts;
 use queues::{QueueError, QueueSetup, QueueTree};
 use runtime::{
     ContainerRuntime, ContainerSignal, LaunchSpec, RuntimeError, RuntimeKind, SimulatedRuntime,
@@ -44,6 +46,10 @@ use state::{Launch, RmIdentity, RmState};
 /// How often application lifetimes are checked, as YARN's default
 /// yarn.resourcemanager.application-timeouts.monitor.interval-ms.
 pub const LIFETIME_MONITOR_INTERVAL: Duration = Duration::from_secs(3);
+
+/// With [`EmulatorConfig::nm_one_listener`], NodeManager `i` listens at this address plus
+/// `i` (the dry-run agents take 127.1/16).
+const FIRST_SHARED_NM: std::net::Ipv4Addr = std::net::Ipv4Addr::new(127, 2, 0, 1);
 
 /// Which container runtime the NodeManagers use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -60,6 +66,11 @@ pub struct EmulatorConfig {
     pub rm_addr: SocketAddr,
     /// The NodeManagers' web service addresses, one per node (port 0 picks a free port).
     pub nm_addrs: Vec<SocketAddr>,
+    /// Serve every NodeManager's web service from one listening socket instead, the i-th
+    /// at `127.2.0.1 + i` on one free port (its node id); only the number of `nm_addrs`
+    /// counts. A listener per node costs an open file each: thousands of nodes in one
+    /// process (the load bench) come near the open-file limit with them.
+    pub nm_one_listener: bool,
     /// Resources each NodeManager offers.
     pub node_resource: Resource,
     pub runtime: RuntimeChoice,
@@ -100,6 +111,7 @@ impl EmulatorConfig {
         EmulatorConfig {
             rm_addr: any,
             nm_addrs: vec![any; nodes],
+            nm_one_listener: false,
             node_resource,
             runtime,
             cpu_scale: 1.0,
@@ -450,10 +462,23 @@ impl Emulator {
         } else {
             &config.nm_addrs
         };
-        for &a in local_nms {
-            let l = bind(a).await?;
-            let local = local_addr(&l, a)?;
-            nm_listeners.push((l, local));
+        let nm_shared = if config.nm_one_listener && !local_nms.is_empty() {
+            Some(LoopbackHosts::bind(FIRST_SHARED_NM, local_nms.len())?)
+        } else {
+            None
+        };
+        let mut nm_locals = Vec::with_capacity(local_nms.len());
+        for (i, &a) in local_nms.iter().enumerate() {
+            match &nm_shared {
+                Some(hosts) => nm_locals.push(hosts.addr(i).ok_or_else(|| {
+                    EmulatorError::Config(format!("no loopback address for NodeManager {i}"))
+                })?),
+                None => {
+                    let l = bind(a).await?;
+                    nm_locals.push(local_addr(&l, a)?);
+                    nm_listeners.push(l);
+                }
+            }
         }
         let cluster_timestamp = unique_cluster_timestamp();
         let instance = format!("{}-{cluster_timestamp}", std::process::id());
@@ -478,7 +503,7 @@ impl Emulator {
         );
         let node_addrs: Vec<String> = match &config.remote {
             Some(r) => r.nodes.iter().map(|n| n.to_string()).collect(),
-            None => nm_listeners.iter().map(|(_, l)| l.to_string()).collect(),
+            None => nm_locals.iter().map(|l| l.to_string()).collect(),
         };
         let mut nodes = Vec::new();
         for local in &node_addrs {
@@ -514,11 +539,23 @@ impl Emulator {
                 tracing::error!(error = %e, "ResourceManager web service stopped");
             }
         });
-        for (i, (listener, _)) in nm_listeners.into_iter().enumerate() {
-            let router = nm_api::router(Arc::new(nm_api::InProcessNode {
+        let nm_router = |i| {
+            nm_api::router(Arc::new(nm_api::InProcessNode {
                 cluster: cluster.clone(),
                 index: i,
-            }));
+            }))
+        };
+        if let Some(hosts) = nm_shared {
+            let routers = (0..nm_locals.len()).map(nm_router).collect();
+            let c = cancel.clone();
+            tracker.spawn(async move {
+                if let Err(e) = hosts.serve(routers, c.cancelled_owned()).await {
+                    tracing::error!(error = %e, "NodeManager web services stopped");
+                }
+            });
+        }
+        for (i, listener) in nm_listeners.into_iter().enumerate() {
+            let router = nm_router(i);
             let c = cancel.clone();
             tracker.spawn(async move {
                 if let Err(e) = axum::serve(listener, router)
