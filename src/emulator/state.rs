@@ -130,6 +130,10 @@ pub struct RmNode {
     pub started_ms: u64,
     pub last_heartbeat_ms: u64,
     pub live: BTreeSet<ContainerId>,
+    /// What the node's live containers hold, by queue of the tree (leaf use rolled up to
+    /// its parents): a heartbeat sums these over the partition's nodes instead of scanning
+    /// every container of the cluster.
+    pub queue_used: Vec<Resource>,
 }
 
 impl RmNode {
@@ -324,6 +328,7 @@ impl RmState {
             started_ms: now,
             last_heartbeat_ms: now,
             live: BTreeSet::new(),
+            queue_used: vec![Resource::ZERO; self.tree.queues.len()],
         });
     }
 
@@ -358,6 +363,19 @@ impl RmState {
 
     /// Live resource use of every queue in one partition (leaf usage rolled up).
     pub fn queue_usage(&self, partition: &str) -> Vec<Resource> {
+        let mut used = vec![Resource::ZERO; self.tree.queues.len()];
+        for n in self.nodes.iter().filter(|n| n.label == partition) {
+            for (u, q) in used.iter_mut().zip(&n.queue_used) {
+                *u += *q;
+            }
+        }
+        debug_assert_eq!(used, self.queue_usage_scanned(partition));
+        used
+    }
+
+    /// [`Self::queue_usage`] from the containers themselves: the reference the per-node
+    /// sums are checked against in debug builds.
+    fn queue_usage_scanned(&self, partition: &str) -> Vec<Resource> {
         let mut used = vec![Resource::ZERO; self.tree.queues.len()];
         for c in self.containers.values().filter(|c| c.is_live()) {
             if self.nodes[c.node].label != partition {
@@ -666,13 +684,18 @@ impl RmState {
         let secs = now.saturating_sub(c.started_ms.unwrap_or(c.allocated_ms)) as f64 / 1000.0;
         let (resource, node) = (c.resource, c.node);
         let mut queue = String::new();
+        let mut path = Vec::new();
         if let Some(app) = self.apps.get_mut(&id.application()) {
             app.memory_seconds_done += resource.memory_mb as f64 * secs;
             app.vcore_seconds_done += resource.vcores as f64 * secs;
             queue = app.queue_name.clone();
+            path = app.queue.map(|q| self.tree.path_to(q)).unwrap_or_default();
         }
         if let Some(n) = self.nodes.get_mut(node) {
             n.used -= resource;
+            for i in path {
+                n.queue_used[i] -= resource;
+            }
             n.live.remove(&id);
             self.activity.last_release = Some((n.id.clone(), id, queue));
             self.activity.last_run_releases += 1;
@@ -931,12 +954,13 @@ impl RmState {
             let cid = ContainerId::new(app.attempt_id(), 1, app.next_container);
             app.next_container += 1;
             let user = app.user.clone();
+            let n = &mut self.nodes[node];
             if let Some(q) = app.queue {
                 for i in self.tree.path_to(q) {
                     used[i] += req.capability;
+                    n.queue_used[i] += req.capability;
                 }
             }
-            let n = &mut self.nodes[node];
             n.used += req.capability;
             n.live.insert(cid);
             self.activity.last_allocation = Some((n.id.clone(), cid, app.queue_name.clone()));
