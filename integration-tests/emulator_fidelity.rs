@@ -80,7 +80,6 @@ const KNOWN: &[&str] = &[
     "scheduler-capacity extra .scheduler.schedulerInfo.nodeLabels",
     "scheduler-capacity extra .scheduler.schedulerInfo.numApplications",
     "scheduler-capacity extra .scheduler.schedulerInfo.pendingContainers",
-    "scheduler-capacity extra .scheduler.schedulerInfo.queues.queue[].defaultNodeLabelExpression",
     "scheduler-capacity extra .scheduler.schedulerInfo.queues.queue[].maxActiveApplications",
     "scheduler-capacity extra .scheduler.schedulerInfo.queues.queue[].maxActiveApplicationsPerUser",
     "scheduler-capacity extra .scheduler.schedulerInfo.queues.queue[].usedResources",

@@ -372,6 +372,10 @@ pub struct QueueConfig {
     /// Per node label this queue can access and has (or needs) capacities for.
     pub labels: BTreeMap<String, Capacities>,
     pub accessible_node_labels: NodeLabels,
+    /// `default-node-label-expression`, inherited from the parent as in YARN: the
+    /// partition of a request that names none (an RPC submission, or a REST one that
+    /// sends the field as `null`). `None`: the default partition.
+    pub default_node_label_expression: Option<String>,
     pub user_limit_factor: f64,
     pub minimum_user_limit_percent: f64,
     pub state: QueueState,
@@ -850,6 +854,8 @@ impl Builder<'_> {
         let capacities = self.read_capacities(path, None, l);
         let accessible_node_labels = self.read_accessible_labels(path, parent);
         let labels = self.read_label_capacities(path, &accessible_node_labels, l);
+        let default_node_label_expression =
+            self.read_default_label(path, parent, &accessible_node_labels);
 
         let configured_state = self.queue_opt(path, "state", parse_state);
         let parent_state = parent.map_or(QueueState::Running, |p| p.state);
@@ -898,6 +904,7 @@ impl Builder<'_> {
             capacities,
             labels,
             accessible_node_labels,
+            default_node_label_expression,
             user_limit_factor: self
                 .queue_opt(path, "user-limit-factor", parse_user_limit_factor)
                 .unwrap_or(defaults.user_limit_factor),
@@ -1012,6 +1019,38 @@ impl Builder<'_> {
                 ),
             });
         }
+    }
+
+    /// The RM refuses to start when a queue's default label is one it cannot access.
+    fn read_default_label(
+        &mut self,
+        path: &str,
+        parent: Option<&QueueConfig>,
+        accessible: &NodeLabels,
+    ) -> Option<String> {
+        let key = format!("{PREFIX}{path}.default-node-label-expression");
+        let Ok(Some((v, location))) = self.value(&key) else {
+            return parent.and_then(|p| p.default_node_label_expression.clone());
+        };
+        let label = v.trim();
+        if label.is_empty() {
+            return None;
+        }
+        if !valid_label(label) || !accessible.can_access(label) {
+            self.queue_error(
+                path,
+                location,
+                QueueProblem::InvalidValue {
+                    key,
+                    value: v.clone(),
+                    expected: format!(
+                        "a node label this queue can access (accessible-node-labels is {accessible})"
+                    ),
+                },
+            );
+            return None;
+        }
+        Some(label.to_string())
     }
 
     fn read_accessible_labels(&mut self, path: &str, parent: Option<&QueueConfig>) -> NodeLabels {

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use crate::cluster::Queue;
+use crate::config::queues::NodeLabels;
 use crate::resources::Resource;
 
 /// The default partition (nodes without a label).
@@ -31,6 +32,16 @@ pub struct QueueSetup {
     /// The resource `queues` were computed for.
     pub cluster: Resource,
     pub labels: Vec<QueueLabelCapacity>,
+    /// Per queue path: `accessible-node-labels` and `default-node-label-expression`.
+    /// A queue not listed can access every label and has no default.
+    pub access: BTreeMap<String, QueueAccess>,
+}
+
+/// What a queue may ask for, beyond its capacities.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueAccess {
+    pub accessible: NodeLabels,
+    pub default_label: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -78,6 +89,9 @@ pub struct SchedQueue {
     /// Partitions this queue may use, with its capacities there. The root holds every
     /// partition; a queue holds the default partition and the labels it was given.
     pub partitions: BTreeMap<String, PartitionCapacity>,
+    pub accessible: NodeLabels,
+    /// The partition of a request that names none.
+    pub default_label: Option<String>,
 }
 
 impl SchedQueue {
@@ -165,12 +179,15 @@ impl QueueTree {
             if let Some(p) = parent {
                 queues[p].children.push(i);
             }
+            let access = setup.access.get(&q.path);
             queues.push(SchedQueue {
                 path: q.path.clone(),
                 parent,
                 children: Vec::new(),
                 preemption_disabled: q.preemption_disabled,
                 partitions,
+                accessible: access.map_or(NodeLabels::Any, |a| a.accessible.clone()),
+                default_label: access.and_then(|a| a.default_label.clone()),
             });
         }
         // Label capacities: validated first, then applied in pre-order so that parents are
@@ -308,11 +325,57 @@ impl QueueSetup {
                 });
             }
         }
+        let access = tree
+            .queues
+            .iter()
+            .map(|q| {
+                let a = QueueAccess {
+                    accessible: q.accessible_node_labels.clone(),
+                    default_label: q.default_node_label_expression.clone(),
+                };
+                (q.path.clone(), a)
+            })
+            .collect();
         QueueSetup {
             queues: tree.to_cluster_queues(cluster),
             cluster,
             labels,
+            access,
         }
+    }
+}
+
+impl QueueSetup {
+    /// Dice's short partition as an operator configures it (see docs/policies.md): the
+    /// short leaf and its parents get the whole of `label`, and the leaf asks for it
+    /// by default. `short_leaf` is a path or, as YARN accepts, a leaf's name; one not in
+    /// the setup changes nothing.
+    pub fn with_short_partition(mut self, short_leaf: &str, label: &str) -> QueueSetup {
+        let Some(mut i) = self
+            .queues
+            .iter()
+            .position(|q| q.path == short_leaf || q.path.rsplit('.').next() == Some(short_leaf))
+        else {
+            return self;
+        };
+        let leaf_path = self.queues[i].path.clone();
+        while let Some(parent) = self.queues[i].parent {
+            self.labels.push(QueueLabelCapacity {
+                queue: self.queues[i].path.clone(),
+                label: label.to_string(),
+                capacity_pct: 100.0,
+                maximum_capacity_pct: 100.0,
+            });
+            i = parent.get();
+        }
+        self.access.insert(
+            leaf_path,
+            QueueAccess {
+                accessible: NodeLabels::Any,
+                default_label: Some(label.to_string()),
+            },
+        );
+        self
     }
 }
 
@@ -372,6 +435,7 @@ mod tests {
                     maximum_capacity_pct: 100.0,
                 },
             ],
+            access: Default::default(),
         }
     }
 

@@ -78,6 +78,7 @@ pub(crate) fn router(cluster: Arc<Cluster>) -> Router {
         )
         .route(&format!("{c}/get-node-labels"), get(cluster_labels))
         .route(&format!("{c}/add-node-labels"), post(add_labels))
+        .route(&format!("{c}/remove-node-labels"), post(remove_labels))
         .route(&format!("{c}/get-node-to-labels"), get(node_to_labels))
         .route(
             &format!("{c}/replace-node-to-labels"),
@@ -554,6 +555,18 @@ async fn add_labels(State(c): Shared, headers: HeaderMap, body: Bytes) -> RestRe
         .map(|l| (l.name.trim().to_string(), l.exclusivity))
         .collect();
     c.lock().add_labels(&labels).map_err(err(fmt))?;
+    Ok(empty(StatusCode::OK, None))
+}
+
+/// `?labels=a&labels=b`, as the RM's `@QueryParam("labels") Set<String>`.
+async fn remove_labels(State(c): Shared, headers: HeaderMap, RawQuery(q): RawQuery) -> RestResult {
+    let fmt = Format::from_headers(&headers);
+    let labels: Vec<String> = query_pairs(q.as_deref())
+        .into_iter()
+        .filter(|(k, _)| k == "labels")
+        .map(|(_, v)| v.trim().to_string())
+        .collect();
+    c.lock().remove_labels(&labels).map_err(err(fmt))?;
     Ok(empty(StatusCode::OK, None))
 }
 

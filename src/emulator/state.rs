@@ -434,23 +434,35 @@ impl RmState {
                 )));
             }
         }
-        let app_label = ctx.app_node_label_expression.trim().to_string();
-        let am_label = match ctx.am_container_node_label_expression.trim() {
-            "" => app_label.clone(),
-            l => l.to_string(),
-        };
-        for l in [&app_label, &am_label] {
-            if !l.is_empty() && !self.labels.contains_key(l.as_str()) {
-                return Err(RmError::BadRequest(format!(
-                    "Invalid resource request, node label {l} does not exist in the cluster"
-                )));
-            }
-        }
         let queue_name = match ctx.queue.trim() {
             "" => "default".to_string(),
             q => q.to_string(),
         };
         let queue = self.tree.leaf_by_name(&queue_name);
+        // As the RM: an unset (null) expression takes the queue's default, and an empty
+        // AM expression the application's.
+        let app_label = match &ctx.app_node_label_expression.0 {
+            Some(l) => l.trim().to_string(),
+            None => queue
+                .and_then(|q| self.tree.queues[q].default_label.clone())
+                .unwrap_or_default(),
+        };
+        let am_label = match ctx
+            .am_container_node_label_expression
+            .0
+            .as_deref()
+            .map(str::trim)
+        {
+            None | Some("") => app_label.clone(),
+            Some(l) => l.to_string(),
+        };
+        for l in [&app_label, &am_label] {
+            if !l.is_empty() && !self.labels.contains_key(l.as_str()) {
+                return Err(RmError::BadRequest(format!(
+                    "Invalid label resource request, cluster do not contain , label= {l}"
+                )));
+            }
+        }
         let mut diagnostics = String::new();
         let mut state = YarnApplicationState::Accepted;
         let mut final_status = FinalApplicationStatus::Undefined;
@@ -886,6 +898,39 @@ impl RmState {
         Ok(())
     }
 
+    /// `POST /remove-node-labels`: all or nothing. As the RM, a label a queue names in
+    /// its `accessible-node-labels` cannot go; nodes carrying a removed label fall back
+    /// to the default partition with their containers.
+    pub fn remove_labels(&mut self, labels: &[String]) -> Result<(), RmError> {
+        if labels.is_empty() {
+            return Err(RmError::BadRequest("No labels to remove".into()));
+        }
+        for l in labels {
+            if !self.labels.contains_key(l) {
+                return Err(RmError::BadRequest(format!(
+                    "Node label={l} to be removed doesn't existed in cluster node labels collection."
+                )));
+            }
+            let named = self.tree.queues.iter().find(|q| match &q.accessible {
+                crate::config::queues::NodeLabels::Only(set) => set.contains(l),
+                crate::config::queues::NodeLabels::Any => false,
+            });
+            if let Some(q) = named {
+                return Err(RmError::BadRequest(format!(
+                    "Cannot remove label={l}, because queue={} is using this label. Please remove label on queue before remove the label",
+                    q.path
+                )));
+            }
+        }
+        for l in labels {
+            self.labels.remove(l);
+            for n in self.nodes.iter_mut().filter(|n| &n.label == l) {
+                n.label = DEFAULT_PARTITION.to_string();
+            }
+        }
+        Ok(())
+    }
+
     /// `POST /replace-node-to-labels`: all or nothing.
     pub fn replace_node_labels(
         &mut self,
@@ -905,7 +950,7 @@ impl RmState {
                 .unwrap_or_default();
             if !label.is_empty() && !self.labels.contains_key(&label) {
                 return Err(RmError::BadRequest(format!(
-                    "Label {label} to be added is not in the cluster node label list; add it with add-node-labels first"
+                    "Not all labels being replaced contained by known label collections, please check, new labels=[{label}]"
                 )));
             }
             plan.push((i, label));
@@ -1239,6 +1284,7 @@ pub(crate) mod tests {
             ],
             cluster,
             labels: vec![],
+            access: Default::default(),
         }
     }
 
@@ -1611,7 +1657,7 @@ pub(crate) mod tests {
             vec![],
             Resource::new(1024, 1),
         );
-        ctx.app_node_label_expression = "fast".into();
+        ctx.app_node_label_expression = crate::yarn::dto::LabelExpression::named("fast");
         let short = s.submit(&ctx, "bob", TS).unwrap();
         let l = s.heartbeat(1, TS + 1);
         assert_eq!(l.len(), 2);
@@ -1619,11 +1665,88 @@ pub(crate) mod tests {
         // long cannot ask for the label at all.
         let id = s.new_application();
         let mut ctx = spec.submission(&id.to_string(), "q", "long", vec![], Resource::new(1024, 1));
-        ctx.app_node_label_expression = "fast".into();
+        ctx.app_node_label_expression = crate::yarn::dto::LabelExpression::named("fast");
         assert!(matches!(
             s.submit(&ctx, "bob", TS),
             Err(RmError::BadRequest(_))
         ));
+    }
+
+    /// As Hadoop 3.5.0: a `null` expression takes the queue's default label, an omitted
+    /// one stays in the default partition; a label a queue names cannot be removed.
+    #[test]
+    fn a_queue_default_label_applies_to_null_expressions_and_removal_follows_the_rm() {
+        use crate::config::queues::NodeLabels;
+        use crate::emulator::queues::QueueAccess;
+        use crate::yarn::dto::LabelExpression;
+        let mut setup = two_queues();
+        setup.labels.push(QueueLabelCapacity {
+            queue: "root.short".into(),
+            label: "short".into(),
+            capacity_pct: 100.0,
+            maximum_capacity_pct: 100.0,
+        });
+        let access = |named: bool| QueueAccess {
+            accessible: if named {
+                NodeLabels::Only(["short".to_string()].into())
+            } else {
+                NodeLabels::Any
+            },
+            default_label: Some("short".into()),
+        };
+        setup.access.insert("root.short".into(), access(false));
+        let mut s = state_with(2, Resource::new(8192, 8), setup.clone());
+        let spec = WorkloadSpec::parse(r#"{"kernel":"tpch","tasks":1,"memoryMb":1024,"vcores":1}"#)
+            .unwrap();
+        let ctx = |s: &mut RmState, label: LabelExpression| {
+            let id = s.new_application();
+            let mut ctx = spec.submission(
+                &id.to_string(),
+                "q",
+                "short",
+                vec![],
+                Resource::new(1024, 1),
+            );
+            ctx.app_node_label_expression = label.clone();
+            ctx.am_container_node_label_expression = label;
+            ctx
+        };
+        // Before the label exists: null is refused, an omitted field runs unlabelled.
+        let null = ctx(&mut s, LabelExpression::QUEUE_DEFAULT);
+        let refused = s.submit(&null, "bob", TS).unwrap_err().to_string();
+        assert!(
+            refused.contains("cluster do not contain , label= short"),
+            "{refused}"
+        );
+        let omitted = ctx(&mut s, LabelExpression::default());
+        let plain = s.submit(&omitted, "bob", TS).unwrap();
+        assert_eq!(s.apps[&plain].am_label, "");
+
+        s.add_labels(&[("short".into(), true)]).unwrap();
+        s.replace_node_labels(&[("127.0.0.1:9001".into(), vec!["short".into()])])
+            .unwrap();
+        let null = ctx(&mut s, LabelExpression::QUEUE_DEFAULT);
+        let labelled = s.submit(&null, "bob", TS).unwrap();
+        assert_eq!(s.apps[&labelled].am_label, "short");
+        s.heartbeat(1, TS + 1);
+        assert_eq!(s.apps[&labelled].state, YarnApplicationState::Running);
+
+        // Removal drops the mapping; the running AM stays.
+        let unknown = s.remove_labels(&["gone".into()]).unwrap_err().to_string();
+        assert!(unknown.contains("doesn't existed"), "{unknown}");
+        s.remove_labels(&["short".into()]).unwrap();
+        assert_eq!(s.nodes[1].label, "");
+        assert_eq!(s.apps[&labelled].state, YarnApplicationState::Running);
+
+        // A queue naming the label keeps it.
+        setup.access.insert("root.short".into(), access(true));
+        let mut s = state_with(2, Resource::new(8192, 8), setup);
+        s.add_labels(&[("short".into(), true)]).unwrap();
+        let kept = s.remove_labels(&["short".into()]).unwrap_err().to_string();
+        assert!(
+            kept.contains("because queue=root.short is using this label"),
+            "{kept}"
+        );
     }
 
     #[test]

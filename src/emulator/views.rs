@@ -2,6 +2,7 @@
 //! from its own container table through [`NmNode`] and [`NmContainer`]).
 
 use crate::cluster::{ApplicationId, ContainerId, NodeId};
+use crate::config::queues::NodeLabels;
 use crate::resources::Resource;
 use crate::yarn::dto::*;
 
@@ -184,8 +185,18 @@ impl RmState {
     // ------------------------------------------------------------ scheduler
 
     pub fn scheduler_info(&self) -> SchedulerResponse {
+        // As the RM: a label the queues are configured for is listed before it exists,
+        // with nothing in it.
+        let configured = self.tree.queues.iter().flat_map(|q| q.partitions.keys());
         let partitions: Vec<String> = std::iter::once(DEFAULT_PARTITION.to_string())
-            .chain(self.labels.keys().cloned())
+            .chain(
+                self.labels
+                    .keys()
+                    .chain(configured)
+                    .filter(|l| !l.is_empty())
+                    .cloned()
+                    .collect::<std::collections::BTreeSet<String>>(),
+            )
             .collect();
         let usage: Vec<(String, Resource, Vec<Resource>, Vec<Resource>)> = partitions
             .iter()
@@ -344,15 +355,10 @@ impl RmState {
                         .is_some_and(|aq| self.tree.is_under(aq, q))
             })
             .collect();
-        let node_labels: Vec<String> = if q == 0 {
-            vec!["*".into()]
-        } else {
-            queue
-                .partitions
-                .keys()
-                .filter(|k| !k.is_empty())
-                .cloned()
-                .collect()
+        // The labels the queue may access, as the RM lists them: `*` or the names.
+        let node_labels: Vec<String> = match &queue.accessible {
+            NodeLabels::Any => vec!["*".into()],
+            NodeLabels::Only(set) => set.iter().cloned().collect(),
         };
         let mut info = QueueInfo {
             kind: None,
@@ -447,7 +453,7 @@ impl RmState {
             info.preemption_disabled = Some(true);
             info.intra_queue_preemption_disabled = Some(true);
             info.default_priority = Some(0);
-            info.default_node_label_expression = Some(String::new());
+            info.default_node_label_expression = queue.default_label.clone();
         } else {
             info.queues = Some(Queues {
                 queue: queue

@@ -24,7 +24,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::resources::Resource;
 use crate::yarn::dto::{
-    ApplicationSubmissionContext, ContainerLaunchContext, Entries, KeyValue, ResourceInfo, Tags,
+    ApplicationSubmissionContext, ContainerLaunchContext, Entries, KeyValue, LabelExpression,
+    ResourceInfo, Tags,
 };
 
 /// The environment key of `am-container-spec` that describes an application's tasks.
@@ -246,6 +247,10 @@ impl WorkloadSpec {
             resource: ResourceInfo::from(am),
             application_type: self.kernel.application_type().into(),
             application_tags: Tags { tag: tags },
+            // As a YarnClient over RPC, which leaves them unset: the queue's
+            // default-node-label-expression applies.
+            app_node_label_expression: LabelExpression::QUEUE_DEFAULT,
+            am_container_node_label_expression: LabelExpression::QUEUE_DEFAULT,
             ..Default::default()
         }
     }

@@ -471,6 +471,15 @@ impl RmClient {
         self.execute_ok(&call).await.map(|_| ())
     }
 
+    /// `POST /remove-node-labels?labels=..`: the RM refuses while a queue names a label
+    /// in its `accessible-node-labels`.
+    pub async fn remove_node_labels(&self, labels: &[String]) -> Result<(), Error> {
+        let path = "/ws/v1/cluster/remove-node-labels".to_string();
+        let mut call = Call::write::<()>(Method::POST, path, None, true)?;
+        call.query = labels.iter().map(|l| ("labels", l.clone())).collect();
+        self.execute_ok(&call).await.map(|_| ())
+    }
+
     /// Each labelled node with its labels (`GET /get-node-to-labels`).
     pub async fn node_to_labels(&self) -> Result<Parsed<Vec<(NodeId, Vec<String>)>>, Error> {
         let p: Parsed<NodeToLabelsInfo> = self

@@ -914,8 +914,31 @@ pub struct ApplicationSubmissionContext {
     #[serde(deserialize_with = "lenient::i64")]
     pub attempt_failures_validity_interval: i64,
     pub reservation_id: String,
-    pub app_node_label_expression: String,
-    pub am_container_node_label_expression: String,
+    pub app_node_label_expression: LabelExpression,
+    pub am_container_node_label_expression: LabelExpression,
+}
+
+/// A submission's node label expression. The RM's REST DTO starts these fields as
+/// `""` (the default partition), so only an explicit JSON `null` lets the queue's
+/// `default-node-label-expression` apply (checked on Hadoop 3.5.0); an RPC
+/// submission leaves them unset.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct LabelExpression(pub Option<String>);
+
+impl Default for LabelExpression {
+    fn default() -> LabelExpression {
+        LabelExpression(Some(String::new()))
+    }
+}
+
+impl LabelExpression {
+    /// `null`: the queue's default applies.
+    pub const QUEUE_DEFAULT: LabelExpression = LabelExpression(None);
+
+    pub fn named(label: &str) -> LabelExpression {
+        LabelExpression(Some(label.to_string()))
+    }
 }
 
 /// `{"tag":[..]}`
