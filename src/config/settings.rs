@@ -166,6 +166,10 @@ pub struct DiceSettings {
     pub min_short_fraction: Option<f64>,
     /// `yarn.preemptor.dice.max-short-extra-fraction`: MaxShort - MinShort.
     pub max_short_extra_fraction: f64,
+    /// `yarn.preemptor.dice.min-short-nodes`: the short partition never has fewer
+    /// nodes. On YARN a short queue whose default label is the partition's runs only
+    /// there, so an empty partition would leave its jobs waiting.
+    pub min_short_nodes: usize,
     /// `yarn.preemptor.dice.preemption.enabled`
     pub preemption_enabled: bool,
     /// `yarn.preemptor.dice.preemption.model`
@@ -303,6 +307,7 @@ impl Default for PolicySettings {
                 sizing_model: DiceModel::Linear,
                 min_short_fraction: None,
                 max_short_extra_fraction: 0.08,
+                min_short_nodes: 1,
                 preemption_enabled: true,
                 preemption_model: DiceModel::Square,
                 multiplier: 1.0,
@@ -774,6 +779,11 @@ fn read_dice(r: &mut Reader<'_>, d: &DiceSettings) -> DiceSettings {
         max_short_extra_fraction: r.get(EXTRA, d.max_short_extra_fraction, |s| {
             parse_f64_in(s, 0.0, 1.0)
         }),
+        min_short_nodes: r.get(
+            "yarn.preemptor.dice.min-short-nodes",
+            d.min_short_nodes,
+            parse_unsigned,
+        ),
         preemption_enabled: r.get(
             "yarn.preemptor.dice.preemption.enabled",
             d.preemption_enabled,

@@ -91,11 +91,13 @@ pub fn model_p(model: DiceModel, r: f64) -> f64 {
     }
 }
 
+/// A positive fraction of a non-empty cluster is at least one node: on a small
+/// cluster a rounded 0 would switch Dice's partition off.
 fn fraction_of(nodes: usize, f: f64) -> usize {
     if !f.is_finite() || f <= 0.0 {
         return 0;
     }
-    ((nodes as f64 * f.min(1.0)).round() as usize).min(nodes)
+    ((nodes as f64 * f.min(1.0)).round() as usize).clamp(1.min(nodes), nodes)
 }
 
 /// MinShort + p x (MaxShort - MinShort) nodes, with MaxShort = MinShort +
@@ -154,7 +156,8 @@ pub fn window_decision(
         short_partition_size(nodes, min_short, s.max_short_extra_fraction, p_sizing)
     } else {
         min_short
-    };
+    }
+    .max(s.min_short_nodes.min(nodes));
     let preemption_requests = if s.preemption_enabled {
         preemption_requests(p_preemption, short_partition, s.multiplier)
     } else {

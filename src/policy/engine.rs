@@ -1981,11 +1981,15 @@ impl<'a> Tick<'a> {
             return;
         }
         let nodes = self.view.nodes.len();
+        // Before the first window closes: MinShort when configured, else the floor.
+        let floor = self.s.dice.min_short_nodes.min(nodes);
         let target = st.short_partition.or_else(|| {
-            self.s
+            let configured = self
+                .s
                 .dice
                 .min_short_fraction
-                .map(|f| dice::short_partition_size(nodes, 0, f, 1.0))
+                .map(|f| dice::short_partition_size(nodes, 0, f, 1.0).max(floor));
+            configured.or((floor > 0).then_some(floor))
         });
         if let Some(target) = target {
             self.plan_partitions(target);
