@@ -835,3 +835,169 @@ fn a_controller_killed_on_the_real_rm_restores_containers_and_capacity_on_restar
         agent.shutdown().await;
     });
 }
+
+/// Dice's short partition as docs/policies.md configures it: the short queue may
+/// access every label, has the whole of `short`, and asks for it by default.
+const DICE_QUEUES: &str = r#"<?xml version="1.0"?>
+<configuration>
+  <property><name>yarn.scheduler.capacity.resource-calculator</name>
+    <value>org.apache.hadoop.yarn.util.resource.DominantResourceCalculator</value></property>
+  <property><name>yarn.scheduler.capacity.maximum-am-resource-percent</name><value>1.0</value></property>
+  <property><name>yarn.scheduler.capacity.root.queues</name><value>short,long</value></property>
+  <property><name>yarn.scheduler.capacity.root.accessible-node-labels.short.capacity</name><value>100</value></property>
+  <property><name>yarn.scheduler.capacity.root.short.capacity</name><value>40</value></property>
+  <property><name>yarn.scheduler.capacity.root.short.maximum-capacity</name><value>100</value></property>
+  <property><name>yarn.scheduler.capacity.root.short.preemptor.job-class</name><value>short</value></property>
+  <property><name>yarn.scheduler.capacity.root.short.accessible-node-labels</name><value>*</value></property>
+  <property><name>yarn.scheduler.capacity.root.short.accessible-node-labels.short.capacity</name><value>100</value></property>
+  <property><name>yarn.scheduler.capacity.root.short.default-node-label-expression</name><value>short</value></property>
+  <property><name>yarn.scheduler.capacity.root.long.capacity</name><value>60</value></property>
+  <property><name>yarn.scheduler.capacity.root.long.maximum-capacity</name><value>100</value></property>
+  <property><name>yarn.scheduler.capacity.root.long.preemptor.job-class</name><value>long</value></property>
+</configuration>
+"#;
+
+/// Node labels as the RM lists them: each labelled node's id with its labels.
+async fn labelled_nodes(rm: &RmClient) -> Vec<(String, Vec<String>)> {
+    let nodes = rm.nodes().await.expect("nodes").value;
+    nodes
+        .into_iter()
+        .filter(|n| !n.node_labels.is_empty())
+        .map(|n| (n.id, n.node_labels))
+        .collect()
+}
+
+/// Dice on the real RM with node labels on: the controller adds the label `short` and
+/// puts one node in it; a SleepJob sent to the short queue over RPC runs its AM on that
+/// node; on shutdown the label is gone from the RM and no node carries it.
+#[test]
+fn dice_makes_its_node_label_on_the_real_rm_and_removes_it_on_shutdown() {
+    let test = "dice_makes_its_node_label_on_the_real_rm_and_removes_it_on_shutdown";
+    let args = [
+        "--nodes",
+        "2",
+        "--node-memory-mb",
+        "4096",
+        "--node-vcores",
+        "4",
+        "--set",
+        "yarn.node-labels.enabled=true",
+        "--set",
+        "yarn.node-labels.configuration-type=centralized",
+    ];
+    let Some(c) = Cluster::up(test, DICE_QUEUES, &args) else {
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let rm = c.client();
+        let labels = rm.node_labels().await.expect("node labels").value;
+        assert!(labels.is_empty(), "a fresh RM has no labels: {labels:?}");
+
+        let mut conf = preemptor::config::xml::Configuration::new();
+        let file = c.dir.path().join("conf-in").join("capacity-scheduler.xml");
+        conf.add_file(&file).expect("the test's queues");
+        let queues = QueueTree::from_conf(&conf).expect("queues");
+        let mut settings = PreemptorSettings::default();
+        settings.rm.addresses = vec![c.h.rm.clone()];
+        settings.rm.user_name = Some("preemptor".into());
+        settings.policy.kind = preemptor::cluster::PolicyKind::Dice;
+        settings.policy.monitoring_interval_ms = 1000;
+        // No agent answers: partitions go to the RM alone.
+        settings.agent.port = closed_port();
+        let state = tempfile::tempdir().expect("controller state dir");
+        settings.controller.state_dir = state.path().to_path_buf();
+        let controller = start(ControllerConfig {
+            settings,
+            queues,
+            conf_dir: None,
+            agent_token: "agent-token".into(),
+            api_token: b"api-token".to_vec(),
+            api_listen: None,
+            proxy_listen: None,
+            actuator: None,
+        })
+        .await
+        .expect("controller starts");
+
+        let labelled = wait_for(
+            "one node in the short partition",
+            Duration::from_secs(30),
+            || {
+                let rm = rm.clone();
+                async move {
+                    let l = labelled_nodes(&rm).await;
+                    (l.len() == 1).then_some(l)
+                }
+            },
+        )
+        .await;
+        assert_eq!(labelled[0].1, ["short"], "{labelled:?}");
+        let names: Vec<String> = rm
+            .node_labels()
+            .await
+            .expect("node labels")
+            .value
+            .into_iter()
+            .map(|l| {
+                assert!(l.exclusivity, "{l:?}");
+                l.name
+            })
+            .collect();
+        assert_eq!(names, ["short"]);
+        let short_node = rm
+            .node(&NodeId::new(&labelled[0].0))
+            .await
+            .expect("the labelled node")
+            .value;
+
+        // A YarnClient leaves the label unset: the queue's default puts the AM there.
+        let known: Vec<String> = rm
+            .apps(&Default::default())
+            .await
+            .expect("apps")
+            .value
+            .into_iter()
+            .map(|a| a.id)
+            .collect();
+        let log = c.dir.path().join("dice-sleepjob.log");
+        let mut job = c
+            .sleep_job("short", "1", "60000", &log)
+            .spawn()
+            .expect("hadoop SleepJob");
+        let app: AppInfo = wait_for("the short AM placed", Duration::from_secs(90), || async {
+            let apps = rm.apps(&Default::default()).await.ok()?.value;
+            apps.into_iter()
+                .find(|a| !known.contains(&a.id) && !a.am_host_http_address.is_empty())
+        })
+        .await;
+        assert_eq!(app.am_node_label_expression, "short", "{app:?}");
+        assert_eq!(
+            app.am_host_http_address, short_node.node_http_address,
+            "the short AM is not on the labelled node"
+        );
+        let id = app.id.parse().expect("application id");
+        rm.kill_app(&id).await.expect("kill the job");
+        let _ = job.kill();
+        let _ = job.wait();
+
+        let report = controller.shutdown(false).await.expect("controller stops");
+        // The agents' listing fails (none runs); nothing about partitions or labels may.
+        let failed: Vec<&String> = report
+            .failed
+            .iter()
+            .filter(|f| f.contains("label") || f.contains("partition"))
+            .collect();
+        assert!(failed.is_empty(), "{:?}", report.failed);
+        let labels = rm.node_labels().await.expect("node labels").value;
+        assert!(
+            labels.is_empty(),
+            "the label outlived the controller: {labels:?}"
+        );
+        assert!(labelled_nodes(&rm).await.is_empty());
+        assert!(
+            !state.path().join("short-label-added").exists(),
+            "the ownership marker is gone with the label"
+        );
+    });
+}

@@ -15,6 +15,7 @@ mod compose;
 mod controller_api;
 mod controller_e2e;
 mod controller_load;
+mod dice_live;
 mod docker_smoke;
 mod docs_links;
 mod emulator_docker;

@@ -22,9 +22,12 @@ use super::executor::{Completed, Executor, ExecutorLimits, JobDone, Trigger, uni
 use super::hub::{
     AppRow, ContainerRow, Hub, NodeStatus, Outcome, QueueStatus, StatusReport, TickSummary,
 };
-use super::view::{self, Memory};
+use super::short_label::{Readiness, ShortLabel};
+use super::view::{self, Memory, SHORT_PARTITION_LABEL};
 use crate::agent::api::{ActionRequest, AgentEvent, ContainerStatus, LeaseStatus};
-use crate::cluster::{ApplicationId, ClusterView, ContainerId, ContainerState, PolicyKind};
+use crate::cluster::{
+    ApplicationId, ClusterView, ContainerId, ContainerState, JobClass, PolicyKind,
+};
 use crate::config::queues::QueueTree;
 use crate::config::settings::PreemptorSettings;
 use crate::config::{ConfigErrors, LoadedConfig};
@@ -371,6 +374,7 @@ pub async fn start(config: ControllerConfig) -> Result<ControllerHandle, Control
         .take_results()
         .expect("a new executor has its results channel");
     let policy_settings = config.settings.policy.clone();
+    let short_label = ShortLabel::new(&config.settings.controller.state_dir);
     let lp = Loop {
         hub: hub.clone(),
         rm,
@@ -391,6 +395,7 @@ pub async fn start(config: ControllerConfig) -> Result<ControllerHandle, Control
         failed_since_tick: 0,
         recovered: false,
         held_since: HashMap::new(),
+        short_label,
         _sub_tx: sub_tx,
     };
     let c = cancel.clone();
@@ -559,6 +564,8 @@ struct Loop {
     failed_since_tick: usize,
     /// The first tick has checked for what an earlier run left changed.
     recovered: bool,
+    /// Dice's node label, checked before partition changes go out.
+    short_label: ShortLabel,
     /// Suspended or shrunk containers, and when a tick first saw them so.
     held_since: HashMap<ContainerId, u64>,
     _sub_tx: mpsc::Sender<SubmissionSeen>,
@@ -879,7 +886,9 @@ impl Loop {
             .submitted
             .retain(|a, seen| live.contains(a) || now.saturating_sub(*seen) < 600_000);
 
-        let plan = policy::decide(&view, &mut self.policy, now);
+        let mut plan = policy::decide(&view, &mut self.policy, now);
+        self.hold_back_partitions(&mut plan, &snapshot.scheduler, &view, now)
+            .await;
         for n in &plan.notes {
             tracing::info!(note = %n, "policy");
         }
@@ -917,6 +926,58 @@ impl Loop {
         status.skipped = skipped;
         self.hub.set_status(status);
         self.finish_tick(trigger, started, sent.actions, late);
+    }
+
+    /// Partition changes go out only once the RM has the short label and the short
+    /// queues can use it; otherwise they are dropped, with one warning saying why.
+    async fn hold_back_partitions(
+        &mut self,
+        plan: &mut policy::Plan,
+        scheduler: &crate::yarn::dto::QueueInfo,
+        view: &ClusterView,
+        now: u64,
+    ) {
+        let is_partition = |a: &Action| matches!(a.kind, ActionKind::SetNodePartition { .. });
+        // With Dice in use the label is made at once: a short queue whose default label
+        // it is cannot take submissions before it exists.
+        let dice = self.settings.policy.kind == PolicyKind::Dice
+            || view
+                .queues
+                .iter()
+                .any(|q| q.policy == Some(PolicyKind::Dice));
+        if !dice && !plan.actions.iter().any(is_partition) {
+            return;
+        }
+        let short_queues: Vec<String> = view
+            .queues
+            .iter()
+            .filter(|q| q.children.is_empty() && q.job_class == Some(JobClass::Short))
+            .map(|q| q.path.clone())
+            .collect();
+        let (now_ready, changed) = self
+            .short_label
+            .check(
+                &self.rm,
+                scheduler,
+                &short_queues,
+                !self.settings.policy.observe_only,
+            )
+            .await;
+        match (now_ready, changed) {
+            (Readiness::Ready, Some(_)) => {
+                tracing::info!(
+                    label = SHORT_PARTITION_LABEL,
+                    "Dice's short partition is usable"
+                )
+            }
+            (Readiness::Ready, None) => {}
+            (Readiness::Unusable(why), changed) => {
+                if changed.is_some() {
+                    self.hub.warn(now, why);
+                }
+                plan.actions.retain(|a| !is_partition(a));
+            }
+        }
     }
 
     fn finish_tick(&mut self, trigger: Trigger, started: Instant, actions: usize, late: usize) {
@@ -1241,6 +1302,9 @@ impl Loop {
                         .record(&action, trigger, Outcome::Failed { reason: e });
                 }
             }
+        }
+        for f in self.short_label.release(&self.rm).await {
+            report.failed.push(f);
         }
         tracing::info!(
             resumed = report.resumed,

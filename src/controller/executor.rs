@@ -656,8 +656,8 @@ impl Calls {
         }
     }
 
-    /// Dice's short partition is the node label [`SHORT_PARTITION_LABEL`]; the label must
-    /// exist in the RM (`yarn rmadmin -addToClusterNodeLabels short`).
+    /// Dice's short partition is the node label [`SHORT_PARTITION_LABEL`], which
+    /// [`super::short_label`] makes sure exists before any partition change goes out.
     async fn set_partition(&self, node: &NodeId, partition: Partition) -> Result<(), String> {
         let labels = match partition {
             Partition::Short => vec![SHORT_PARTITION_LABEL.to_string()],

@@ -269,7 +269,7 @@ impl Builder<'_> {
 }
 
 /// `queuePath` (Hadoop 3.2+), else the parent's path and `queueName`.
-fn queue_path(q: &QueueInfo, parent: Option<&str>) -> String {
+pub(crate) fn queue_path(q: &QueueInfo, parent: Option<&str>) -> String {
     let own = q.queue_path.trim();
     if !own.is_empty() {
         return own.to_string();

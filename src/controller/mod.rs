@@ -24,6 +24,7 @@ pub mod log;
 pub mod logs;
 pub mod metrics;
 pub mod restore;
+pub mod short_label;
 pub mod status;
 pub mod view;
 
