@@ -144,6 +144,9 @@ struct Inputs {
     q1_check: PathBuf,
     spark_conf: PathBuf,
     rm_conf: PathBuf,
+    /// For Dice: the shipped queues with the short queue's node label keys, or the
+    /// operator's own `--conf-dir` as it is.
+    rm_conf_dice: PathBuf,
 }
 
 async fn prepare(config: &HadoopDemoConfig, root: &Path) -> Result<Inputs, DemoError> {
@@ -169,15 +172,22 @@ async fn prepare(config: &HadoopDemoConfig, root: &Path) -> Result<Inputs, DemoE
     let defaults = spark_conf.join("spark-defaults.conf");
     std::fs::write(&defaults, tools.spark_defaults(&root.join("spark-staging")))
         .map_err(io_err("writing", &defaults))?;
-    let rm_conf = match &config.conf_dir {
-        Some(d) => d.clone(),
-        None => {
-            let d = root.join("rm-conf");
-            std::fs::create_dir_all(&d).map_err(io_err("creating", &d))?;
-            let f = d.join("capacity-scheduler.xml");
-            std::fs::write(&f, SHIPPED_CAPACITY_SCHEDULER).map_err(io_err("writing", &f))?;
-            d
-        }
+    let shipped = |dir: &str, xml: &str| -> Result<PathBuf, DemoError> {
+        let d = root.join(dir);
+        std::fs::create_dir_all(&d).map_err(io_err("creating", &d))?;
+        let f = d.join("capacity-scheduler.xml");
+        std::fs::write(&f, xml).map_err(io_err("writing", &f))?;
+        Ok(d)
+    };
+    let (rm_conf, rm_conf_dice) = match &config.conf_dir {
+        Some(d) => (d.clone(), d.clone()),
+        None => (
+            shipped("rm-conf", SHIPPED_CAPACITY_SCHEDULER)?,
+            shipped(
+                "rm-conf-dice",
+                &with_short_label(SHIPPED_CAPACITY_SCHEDULER),
+            )?,
+        ),
     };
     say(
         config,
@@ -196,7 +206,29 @@ async fn prepare(config: &HadoopDemoConfig, root: &Path) -> Result<Inputs, DemoE
         q1_check,
         spark_conf,
         rm_conf,
+        rm_conf_dice,
     })
+}
+
+/// The shipped capacity-scheduler.xml with Dice's keys for its `short` queue
+/// (docs/policies.md, "Dice on YARN").
+fn with_short_label(xml: &str) -> String {
+    let keys = [
+        ("root.accessible-node-labels.short.capacity", "100"),
+        ("root.short.accessible-node-labels", "*"),
+        ("root.short.accessible-node-labels.short.capacity", "100"),
+        ("root.short.default-node-label-expression", "short"),
+    ];
+    let mut added = String::new();
+    for (k, v) in keys {
+        added.push_str(&format!(
+            "  <property><name>yarn.scheduler.capacity.{k}</name><value>{v}</value></property>\n"
+        ));
+    }
+    match xml.rfind("</configuration>") {
+        Some(end) => format!("{}{added}{}", &xml[..end], &xml[end..]),
+        None => xml.to_string(),
+    }
 }
 
 /// Runs every policy in turn on a real cluster. The cluster is started once for the
@@ -226,8 +258,11 @@ pub async fn run(
                 break;
             }
             let yarn_preemption = policy == DemoPolicy::Yarn;
+            // Read when the RM starts: a cluster of its own for Dice's node label.
+            let node_labels = policy == DemoPolicy::Preemptor(PolicyKind::Dice);
             let mut setup = Duration::ZERO;
-            if cluster.as_ref().map(|c| c.yarn_preemption) != Some(yarn_preemption) {
+            let wanted = Some((yarn_preemption, node_labels));
+            if cluster.as_ref().map(|c| (c.yarn_preemption, c.node_labels)) != wanted {
                 if let Some(c) = cluster.take() {
                     let took = c.down().await?;
                     say(
@@ -253,8 +288,13 @@ pub async fn run(
                     nodes: config.nodes,
                     node_memory_mb: config.node_memory_mb,
                     node_vcores: config.node_vcores,
-                    conf_dir: &inputs.rm_conf,
+                    conf_dir: if node_labels {
+                        &inputs.rm_conf_dice
+                    } else {
+                        &inputs.rm_conf
+                    },
                     yarn_preemption,
+                    node_labels,
                 })
                 .await?;
                 say(
@@ -1322,6 +1362,26 @@ mod tests {
     use super::*;
     use crate::agent::api::ContainerStatus;
     use crate::cluster::ContainerState;
+
+    #[test]
+    fn the_dice_queues_give_the_short_queue_its_label_by_default() {
+        let mut conf = crate::config::xml::Configuration::new();
+        conf.add_str("dice", &with_short_label(SHIPPED_CAPACITY_SCHEDULER))
+            .unwrap();
+        let tree = crate::config::queues::QueueTree::from_conf(&conf).unwrap();
+        let short = tree.queues.iter().find(|q| q.path == "root.short").unwrap();
+        assert_eq!(
+            short.default_node_label_expression.as_deref(),
+            Some("short")
+        );
+        assert_eq!(
+            short.accessible_node_labels,
+            crate::config::queues::NodeLabels::Any
+        );
+        assert!(short.labels.contains_key("short"), "{:?}", short.labels);
+        let long = tree.queues.iter().find(|q| q.path == "root.long").unwrap();
+        assert_eq!(long.default_node_label_expression, None);
+    }
 
     fn record(class: JobClass, submitted_ms: u64) -> AppRecord {
         AppRecord {

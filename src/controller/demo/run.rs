@@ -22,6 +22,7 @@ use crate::resources::Resource;
 
 use super::super::agents::Actuator;
 use super::super::hub::{ControllerEvent, Hub};
+use super::super::view::SHORT_PARTITION_LABEL;
 use super::super::{ControllerConfig, ControllerHandle};
 use super::report::PolicySummary;
 use super::simulated::SimulatedActuator;
@@ -69,7 +70,8 @@ pub async fn run(config: &DemoConfig, cancel: CancellationToken) -> Result<DemoR
             report.interrupted = true;
             break;
         }
-        let emu = start_emulator(config).await?;
+        let short_partition = (policy == PolicyKind::Dice).then_some(short_queue.as_str());
+        let emu = start_emulator(config, short_partition).await?;
         report.runtime = emu.runtime();
         let keep_memory = emu.runtime() == RuntimeKind::Docker && !machine_has_swap();
         if i == 0 {
@@ -189,12 +191,20 @@ pub fn cpu_scale(cpus: usize, cluster: Resource) -> f64 {
     (cpus.max(1) as f64 / f64::from(cluster.vcores.max(1))).min(1.0)
 }
 
-async fn start_emulator(config: &DemoConfig) -> Result<EmulatorHandle, DemoError> {
+/// `short_partition`: the short leaf queue, for Dice, whose partition is a node label.
+async fn start_emulator(
+    config: &DemoConfig,
+    short_partition: Option<&str>,
+) -> Result<EmulatorHandle, DemoError> {
     let cluster = config.node_resource.scale(config.nodes as f64);
     let mut ec = EmulatorConfig::local(config.nodes, config.node_resource, config.runtime);
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     ec.cpu_scale = cpu_scale(cpus, cluster);
-    ec.queues = Some(QueueSetup::from_config(&config.conf.queues, cluster));
+    let mut queues = QueueSetup::from_config(&config.conf.queues, cluster);
+    if let Some(leaf) = short_partition {
+        queues = queues.with_short_partition(leaf, SHORT_PARTITION_LABEL);
+    }
+    ec.queues = Some(queues);
     Ok(Emulator::start(ec).await?)
 }
 

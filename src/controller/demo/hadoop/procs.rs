@@ -22,6 +22,7 @@ pub struct Cluster {
     /// NodeManager web URLs, in NodeManager order (`nm-1`, `nm-2`, ...).
     pub nm_webapps: Vec<String>,
     pub yarn_preemption: bool,
+    pub node_labels: bool,
     pub up_took: Duration,
     running: bool,
 }
@@ -35,6 +36,8 @@ pub struct ClusterSpec<'a> {
     pub node_vcores: u32,
     pub conf_dir: &'a Path,
     pub yarn_preemption: bool,
+    /// Node labels on, centralized: Dice's short partition is one.
+    pub node_labels: bool,
 }
 
 impl Cluster {
@@ -49,6 +52,7 @@ impl Cluster {
             examples_jar: PathBuf::new(),
             nm_webapps: Vec::new(),
             yarn_preemption: spec.yarn_preemption,
+            node_labels: spec.node_labels,
             up_took: Duration::ZERO,
             running: true,
         };
@@ -67,6 +71,10 @@ impl Cluster {
             .kill_on_drop(true);
         if spec.yarn_preemption {
             cmd.arg("--yarn-preemption");
+        }
+        if spec.node_labels {
+            cmd.args(["--set", "yarn.node-labels.enabled=true"]);
+            cmd.args(["--set", "yarn.node-labels.configuration-type=centralized"]);
         }
         let out = cmd
             .output()
