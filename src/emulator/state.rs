@@ -1679,22 +1679,7 @@ pub(crate) mod tests {
         use crate::config::queues::NodeLabels;
         use crate::emulator::queues::QueueAccess;
         use crate::yarn::dto::LabelExpression;
-        let mut setup = two_queues();
-        setup.labels.push(QueueLabelCapacity {
-            queue: "root.short".into(),
-            label: "short".into(),
-            capacity_pct: 100.0,
-            maximum_capacity_pct: 100.0,
-        });
-        let access = |named: bool| QueueAccess {
-            accessible: if named {
-                NodeLabels::Only(["short".to_string()].into())
-            } else {
-                NodeLabels::Any
-            },
-            default_label: Some("short".into()),
-        };
-        setup.access.insert("root.short".into(), access(false));
+        let mut setup = two_queues().with_short_partition("short", "short");
         let mut s = state_with(2, Resource::new(8192, 8), setup.clone());
         let spec = WorkloadSpec::parse(r#"{"kernel":"tpch","tasks":1,"memoryMb":1024,"vcores":1}"#)
             .unwrap();
@@ -1739,7 +1724,11 @@ pub(crate) mod tests {
         assert_eq!(s.apps[&labelled].state, YarnApplicationState::Running);
 
         // A queue naming the label keeps it.
-        setup.access.insert("root.short".into(), access(true));
+        let named = QueueAccess {
+            accessible: NodeLabels::Only(["short".to_string()].into()),
+            default_label: Some("short".into()),
+        };
+        setup.access.insert("root.short".into(), named);
         let mut s = state_with(2, Resource::new(8192, 8), setup);
         s.add_labels(&[("short".into(), true)]).unwrap();
         let kept = s.remove_labels(&["short".into()]).unwrap_err().to_string();
