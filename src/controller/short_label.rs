@@ -83,12 +83,11 @@ impl ShortLabel {
 
     /// Adds the label when the cluster lacks it.
     async fn ensure(&mut self, rm: &RmClient, may_add: bool) -> Result<(), String> {
-        let labels = rm.node_labels().await.map_err(|e| {
-            format!(
-                "the RM's node labels cannot be read ({e}); Dice's short partition needs yarn.node-labels.enabled=true and yarn.node-labels.fs-store.root-dir in yarn-site.xml"
-            )
-        })?;
-        if labels.value.iter().any(|l| l.name == SHORT_PARTITION_LABEL) {
+        if self
+            .exists(rm)
+            .await
+            .map_err(|e| format!("the RM's node labels cannot be read: {e}"))?
+        {
             return Ok(());
         }
         if !may_add {
@@ -107,11 +106,33 @@ impl ShortLabel {
             name: SHORT_PARTITION_LABEL.into(),
             exclusivity: true,
         };
-        rm.add_node_labels(&[label]).await.map_err(|e| {
-            format!(
-                "adding the node label {SHORT_PARTITION_LABEL:?} failed ({e}); add it as the RM's admin: yarn rmadmin -addToClusterNodeLabels \"{SHORT_PARTITION_LABEL}(exclusive=true)\""
-            )
-        })
+        if let Err(e) = rm.add_node_labels(&[label]).await {
+            // An answer lost after the RM added it leaves the label ours.
+            if !self.exists(rm).await.unwrap_or(true) {
+                self.disown();
+            }
+            return Err(format!(
+                "adding the node label {SHORT_PARTITION_LABEL:?} failed ({e}); the RM needs yarn.node-labels.enabled=true, yarn.node-labels.configuration-type=centralized and yarn.node-labels.fs-store.root-dir in yarn-site.xml, and Preemptor's user in yarn.admin.acl"
+            ));
+        }
+        Ok(())
+    }
+
+    async fn exists(&self, rm: &RmClient) -> Result<bool, String> {
+        let labels = rm.node_labels().await.map_err(|e| e.to_string())?;
+        Ok(labels.value.iter().any(|l| l.name == SHORT_PARTITION_LABEL))
+    }
+
+    /// Forgets the label as ours; what failed, if anything.
+    fn disown(&mut self) -> Option<String> {
+        self.owned = false;
+        self.last = None;
+        match std::fs::remove_file(&self.marker) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Some(format!("removing {}: {e}", self.marker.display()))
+            }
+            _ => None,
+        }
     }
 
     /// Takes the label off every node that carries it and removes it from the cluster,
@@ -119,6 +140,10 @@ impl ShortLabel {
     pub async fn release(&mut self, rm: &RmClient) -> Vec<String> {
         if !self.owned {
             return Vec::new();
+        }
+        // Removed by someone else meanwhile: nothing left to undo.
+        if self.exists(rm).await == Ok(false) {
+            return self.disown().into_iter().collect();
         }
         let mut failed = Vec::new();
         match rm.node_to_labels().await {
@@ -147,13 +172,7 @@ impl ShortLabel {
                         label = SHORT_PARTITION_LABEL,
                         "node label removed: a queue whose default-node-label-expression is {SHORT_PARTITION_LABEL} refuses submissions until Preemptor runs again or that setting is removed"
                     );
-                    self.owned = false;
-                    self.last = None;
-                    if let Err(e) = std::fs::remove_file(&self.marker)
-                        && e.kind() != std::io::ErrorKind::NotFound
-                    {
-                        failed.push(format!("removing {}: {e}", self.marker.display()));
-                    }
+                    failed.extend(self.disown());
                 }
                 Err(e) => failed.push(format!(
                     "removing the node label {SHORT_PARTITION_LABEL:?}: {e}"
