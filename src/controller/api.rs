@@ -202,26 +202,7 @@ fn presented_token(req: &Request) -> Option<Vec<u8>> {
 
 /// `%XX` decoding only: a `+` stays a `+`, as base64 tokens need.
 fn percent_decode(s: &str) -> Vec<u8> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        if b[i] == b'%' {
-            let pair = (
-                b.get(i + 1).copied().and_then(hex),
-                b.get(i + 2).copied().and_then(hex),
-            );
-            if let (Some(h), Some(l)) = pair {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    out
+    percent_encoding::percent_decode_str(s).collect()
 }
 
 async fn require_token(State(st): State<Arc<ApiState>>, req: Request, next: Next) -> Response {
