@@ -1,4 +1,17 @@
-//! Plain-text tables for the commands that print to a terminal.
+//! Text at the terminal: tables the commands print, durations their flags take.
+
+use std::time::Duration;
+
+/// A command-line duration: `180` or `1.5` (seconds), or humantime's `90s`, `500ms`,
+/// `3m`, `1h 30m`.
+pub fn parse_cli_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if let Ok(secs) = t.parse::<f64>() {
+        return Duration::try_from_secs_f64(secs).map_err(|_| format!("{s:?} is out of range"));
+    }
+    humantime::parse_duration(t)
+        .map_err(|e| format!("{s:?} is not a duration ({e}; examples: 180, 90s, 500ms, 3m)"))
+}
 
 /// Left-aligned columns, two spaces apart, each line without trailing spaces.
 pub fn table(rows: &[Vec<String>]) -> String {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::config::secret::{SecretFileError, read_token_file};
 use crate::resources::Limits;
+use crate::text::parse_cli_duration;
 
 use super::writer::WritePath;
 use super::{AgentConfig, StartError};
@@ -49,7 +50,7 @@ pub struct AgentArgs {
     pub state_dir: PathBuf,
 
     /// Resume every changed container if no controller renews the lease for this long.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = parse_cli_duration)]
     pub lease_timeout: Duration,
 
     /// Docker Engine API socket (a unix:// prefix is accepted).
@@ -70,7 +71,7 @@ pub struct AgentArgs {
     pub swap_threshold: u64,
 
     /// How often changed containers are checked for swapping.
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = parse_cli_duration)]
     pub swap_check_interval: Duration,
 
     /// Largest request body accepted, in bytes.
@@ -86,11 +87,11 @@ pub struct AgentArgs {
     pub min_cpu_millis: u32,
 
     /// Longest wait for cpu.stat to show a new CPU throttle before lowering memory.
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = parse_cli_duration)]
     pub throttle_wait: Duration,
 
     /// How long memory keeps stepping down through "device or resource busy" refusals.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = parse_cli_duration)]
     pub memory_timeout: Duration,
 
     /// Do not page a container's memory out (process_madvise MADV_PAGEOUT) before
@@ -209,33 +210,6 @@ impl NodeManagerSite {
     }
 }
 
-/// `30s`, `500ms`, `2m`, `1h`, or plain seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (e.g. 30s, 500ms, 2m)"))?;
-    let secs = match unit.trim() {
-        "" | "s" => n,
-        "ms" => n / 1000.0,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        other => {
-            return Err(format!(
-                "unknown duration unit {other:?} (use ms, s, m or h)"
-            ));
-        }
-    };
-    if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
-        return Err(format!("{s:?} is out of range"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
 impl AgentArgs {
     pub fn to_config(&self) -> Result<AgentConfig, AgentError> {
         let token = read_token_file(&self.token_file)?;
@@ -346,17 +320,6 @@ mod tests {
     struct Wrap {
         #[command(flatten)]
         args: AgentArgs,
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
-        assert!(parse_duration("soon").is_err());
-        assert!(parse_duration("5d").is_err());
-        assert!(parse_duration("").is_err());
     }
 
     #[test]

@@ -144,27 +144,12 @@ fn parse_drain(s: &str) -> Result<Duration, String> {
     parse_duration(s)
 }
 
-/// `180`, `90s`, `3m`, `1h`: whole seconds, minutes or hours.
+/// `180`, `90s`, `3m`, `1h`: above zero.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let (num, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
-        Some(i) => t.split_at(i),
-        None => (t, "s"),
-    };
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (examples: 180, 90s, 3m)"))?;
-    let secs = match unit {
-        "s" => Some(n),
-        "m" => n.checked_mul(60),
-        "h" => n.checked_mul(3600),
-        _ => None,
+    match crate::text::parse_cli_duration(s)? {
+        d if d.is_zero() => Err("the duration must be positive".into()),
+        d => Ok(d),
     }
-    .ok_or_else(|| format!("{s:?} is not a duration (examples: 180, 90s, 3m)"))?;
-    if secs == 0 {
-        return Err("the duration must be positive".into());
-    }
-    Ok(Duration::from_secs(secs))
 }
 
 /// Each NodeManager of the demo: four 2 GB / 1 vcore HiBench tasks take its vcores and
@@ -487,7 +472,8 @@ mod tests {
         assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration(" 3m "), Ok(Duration::from_secs(180)));
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        for bad in ["", "m", "3x", "-1m", "0", "1.5m", "99999999999999999999h"] {
+        assert_eq!(parse_duration("1.5m"), Ok(Duration::from_secs(90)));
+        for bad in ["", "m", "3x", "-1m", "0", "99999999999999999999h"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }
