@@ -86,9 +86,7 @@ pub fn create_token_file(path: &Path) -> Result<TokenFile, SecretFileError> {
             });
         }
     }
-    let mut bytes = [0u8; TOKEN_BYTES];
-    fill_random(&mut bytes).map_err(create_error)?;
-    let mut token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let mut token = random_token().map_err(create_error)?;
     token.push('\n');
     let mut file = File::options()
         .write(true)
@@ -104,23 +102,11 @@ pub fn create_token_file(path: &Path) -> Result<TokenFile, SecretFileError> {
     Ok(TokenFile::Created)
 }
 
-/// Fills `buf` from the kernel's random source.
-fn fill_random(buf: &mut [u8]) -> std::io::Result<()> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        let rest = &mut buf[filled..];
-        // SAFETY: the pointer and length describe the writable slice `rest`.
-        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        filled += n as usize;
-    }
-    Ok(())
+/// [`TOKEN_BYTES`] from the operating system's random source, hex-encoded.
+pub fn random_token() -> std::io::Result<String> {
+    let mut bytes = [0u8; TOKEN_BYTES];
+    getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// The token in `path`, whitespace trimmed, after checking the file is a private,

@@ -231,14 +231,10 @@ impl Drop for TempDir {
     }
 }
 
-/// 32 random bytes from the kernel, hex-encoded.
+/// A random API token for one run, drawn as token files are.
 pub(super) fn random_token() -> Result<String, DemoError> {
-    use std::io::Read;
-    let mut bytes = [0u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| DemoError::Io(format!("reading /dev/urandom for a token: {e}")))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    crate::config::secret::random_token()
+        .map_err(|e| DemoError::Io(format!("drawing a random token: {e}")))
 }
 
 /// An in-process node agent of the demo, with its state directory.
