@@ -319,7 +319,7 @@ mod tests {
         ];
         for (name, unit) in units {
             let mut words = exec_start(unit);
-            assert_eq!(words[0], "/usr/local/bin/preemptor");
+            assert_eq!(words[0], "/usr/bin/preemptor");
             assert_eq!(words[1], name);
             assert!(
                 !words.iter().any(|w| w.contains('$')),
