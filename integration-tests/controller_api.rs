@@ -28,11 +28,13 @@ const TOKEN: &str = "c0ntr+ller/token=";
 /// The API as the controller builds it, once: its recent log starts when it is built.
 fn api_router(hub: &Hub) -> Router {
     // The test servers drop their connections themselves.
-    api::router(
-        hub.clone(),
-        Arc::new(TOKEN.as_bytes().to_vec()),
-        tokio_util::sync::CancellationToken::new(),
-    )
+    api_router_ending_streams(hub, CancellationToken::new())
+}
+
+/// The API whose event streams end when `shutdown` is cancelled, its other routes still
+/// answering.
+fn api_router_ending_streams(hub: &Hub, shutdown: CancellationToken) -> Router {
+    api::router(hub.clone(), Arc::new(TOKEN.as_bytes().to_vec()), shutdown)
 }
 
 /// The API on a real socket, with every connection in a set the test can drop at once
@@ -564,7 +566,8 @@ fn cluster_status() -> StatusReport {
                 class: Some(JobClass::Short),
                 guaranteed: Resource::new(8192, 8),
                 maximum: Resource::new(16384, 16),
-                used: Resource::new(2048, 2),
+                // 6 of the cluster's 16 vcores but 2 of its 16 GB: vcores bind.
+                used: Resource::new(2048, 6),
                 pending: Resource::new(6144, 6),
                 preemption_disabled: true,
             },
@@ -599,16 +602,17 @@ fn cluster_status() -> StatusReport {
     }
 }
 
-/// Runs Chromium on the dashboard. Chromium only finishes (its virtual time only runs
-/// out) once the page's event stream is gone, so the server is killed after the page
-/// connected and `live` actions were streamed to it.
+/// Runs Chromium on the dashboard. Chromium's virtual time stands still while the page's
+/// event stream is open, so once the page connected and `live` ran its steps (200 ms
+/// apart), `end_streams` ends the stream: the page's pending refresh then runs against
+/// the still-serving API, and Chromium finishes when its time budget runs out.
 async fn chromium_on_dashboard(
     chromium: &Path,
-    hub: &Hub,
     router: &Router,
+    end_streams: &CancellationToken,
     profile: &Path,
     mode: &[String],
-    live: impl Fn(u64) -> ActionRecord,
+    live: impl Fn(u64),
 ) -> std::process::Output {
     let server = TestServer::start(router, "127.0.0.1:0").await;
     let url = format!(
@@ -644,21 +648,46 @@ async fn chromium_on_dashboard(
     if connected {
         for n in 0..6 {
             tokio::time::sleep(Duration::from_millis(200)).await;
-            hub.record_action(live(n));
+            live(n);
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    server.kill().await;
+    end_streams.cancel();
     let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
         .await
         .expect("chromium exits once the event stream is gone")
         .expect("chromium output");
+    server.kill().await;
     assert!(
         connected,
         "the page never opened /api/v1/events; chromium said:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
     output
+}
+
+/// Three minutes of ticks 3 s apart ending in `cluster_status()`: the long queue over
+/// its guarantee until short jobs arrive, then containers suspended and shrunk.
+fn record_ticks(hub: &Hub) {
+    let last = cluster_status();
+    for n in 0..60u64 {
+        let mut s = last.clone();
+        s.at_ms = last.at_ms - (59 - n) * 3000;
+        let (short, long, suspended, shrunk) = match n {
+            0..20 => (Resource::ZERO, Resource::new(14336, 7), 0, 0),
+            20..26 => (Resource::new(1024, 2), Resource::new(14336, 7), 0, 0),
+            26..32 => (Resource::new(1024, 4), Resource::new(12288, 6), 2, 0),
+            32..44 => (Resource::new(2048, 6), Resource::new(12288, 6), 3, 0),
+            _ => (last.queues[0].used, last.queues[1].used, 1, 1),
+        };
+        s.queues[0].used = short;
+        s.queues[1].used = long;
+        s.suspended = suspended;
+        s.shrunk = shrunk;
+        // The RM did not answer for two ticks.
+        s.rm_reachable = !(38..40).contains(&n);
+        hub.set_status(s);
+    }
 }
 
 /// Width and height from a PNG's IHDR chunk.
@@ -681,11 +710,16 @@ async fn dashboard_in_headless_chromium_shows_queues_nodes_and_live_preemptions(
     let live_tag = format!("{tag}live");
     let dir = tempfile::tempdir().expect("tempdir");
     let hub = Hub::new();
-    let router = api_router(&hub);
-    hub.set_status(cluster_status());
+    // One API per Chromium run, each built before anything happened and each ending
+    // its event streams on its own.
+    let (shot_end, dom_end) = (CancellationToken::new(), CancellationToken::new());
+    let shot_router = api_router_ending_streams(&hub, shot_end.clone());
+    let dom_router = api_router_ending_streams(&hub, dom_end.clone());
+    record_ticks(&hub);
+    let last_at = cluster_status().at_ms;
     for (i, wait) in [8200u64, 5100, 900, 350, 420].iter().enumerate() {
         hub.record_short_wait(
-            1_795_000_000_000 + 10_000 * i as u64,
+            last_at - 100_000 + 12_000 * i as u64,
             format!("application_1795000000000_{:04}", i + 10),
             *wait,
         );
@@ -699,11 +733,11 @@ async fn dashboard_in_headless_chromium_shows_queues_nodes_and_live_preemptions(
     let blank = dir.path().join("blank.png");
     chromium_on_dashboard(
         &chromium,
-        &hub,
-        &router,
+        &shot_router,
+        &shot_end,
         &dir.path().join("profile-shot"),
         &[format!("--screenshot={}", shot.display())],
-        |n| action(&format!("{tag}shot"), n),
+        |n| hub.record_action(action(&format!("{tag}shot"), n)),
     )
     .await;
     let png = std::fs::read(&shot).expect("chromium wrote the screenshot");
@@ -748,22 +782,83 @@ async fn dashboard_in_headless_chromium_shows_queues_nodes_and_live_preemptions(
     assert!(distinct > 200, "{distinct} distinct byte values");
 
     // The DOM after live events: the earlier action server-rendered, later ones appended
-    // by the page's script from the SSE stream.
+    // by the page's script from the SSE stream, and a tick with 4 containers suspended
+    // swapped into the charts by the page's refresh.
     let dump = chromium_on_dashboard(
         &chromium,
-        &hub,
-        &router,
+        &dom_router,
+        &dom_end,
         &dir.path().join("profile-dom"),
         &["--dump-dom".to_string()],
-        |n| action(&live_tag, n),
+        |n| {
+            hub.record_action(action(&live_tag, n));
+            if n == 2 {
+                let mut s = cluster_status();
+                s.at_ms += 3000;
+                s.suspended = 4;
+                hub.set_status(s);
+                hub.record_tick(TickSummary {
+                    at_ms: last_at + 3000,
+                    trigger: "timer".into(),
+                    duration_ms: 4.0,
+                    actions: 3,
+                    failed: 0,
+                    late: 0,
+                });
+            }
+        },
     )
     .await;
     let dom = String::from_utf8_lossy(&dump.stdout);
+    // Top to bottom: summary strip, charts of the last minutes, then the tables.
+    let at = |id: &str| dom.find(&format!("id=\"{id}\"")).unwrap_or(usize::MAX);
+    let order = [
+        "summary", "shares", "held", "waits", "queues", "log", "apps", "nodes",
+    ];
+    assert!(
+        order.windows(2).all(|w| at(w[0]) < at(w[1])),
+        "sections out of order or missing:\n{dom}"
+    );
+    // Each leaf queue's chart names the resource that binds it.
+    let chart = |queue: &str| {
+        let from = dom
+            .find(&format!("data-queue=\"{queue}\""))
+            .unwrap_or_else(|| panic!("no chart of {queue}:\n{dom}"));
+        let len = dom[from..].find("</figure>").unwrap_or(0);
+        dom[from..from + len].to_string()
+    };
+    let short = chart("root.short");
+    assert!(short.contains("data-binds=\"vcores\""), "{short}");
+    assert!(short.contains(">vcores bind<"), "{short}");
+    assert!(short.contains("<polyline class=\"used\""), "{short}");
+    assert!(short.contains("<polyline class=\"guaranteed\""), "{short}");
+    assert!(short.contains("RM unreachable"), "{short}");
+    assert!(chart("root.long").contains(">memory binds<"));
+    // The tick streamed while the page was open reached the held chart; the peak of
+    // the recorded ticks was 3.
+    let held = &dom[at("held")..at("waits")];
+    assert!(
+        held.contains("data-suspended=\"4\""),
+        "the live tick did not reach the chart:\n{held}"
+    );
+    assert!(held.contains("suspended: <b>4</b> now, peak 4"), "{held}");
+    assert!(held.contains("<polyline class=\"suspended\""), "{held}");
+    assert!(
+        dom.contains("5 short jobs started"),
+        "waits missing:\n{dom}"
+    );
+    assert!(dom.contains("class=\"wait\""));
+    // The queues now, in the dominant resource with both resources in text.
     assert!(dom.contains("root.short"), "queues missing:\n{dom}");
-    assert!(dom.contains("2048 / 8192 MB guaranteed"));
+    assert!(
+        dom.contains(
+            "38% used / 50% guaranteed</td><td>vcores bind</td><td>2048 MB, 6 vcores</td>"
+        ),
+        "queue table:\n{dom}"
+    );
+    assert!(dom.contains("<td>8192 MB, 8 vcores</td>"));
     assert!(dom.contains("container_1795000000000_0001_01_000002"));
     assert!(dom.contains("64 / 4096 MB"));
-    assert!(dom.contains("class=\"wait\""));
     assert!(
         dom.contains(before.container.as_deref().unwrap_or("")),
         "server-rendered action missing"

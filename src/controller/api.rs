@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
 use tokio_util::sync::CancellationToken;
 
+use super::history::HistoryReport;
 use super::hub::{ActionRecord, ControllerEvent, Hub, StatusReport};
 use super::{dashboard, metrics};
 
@@ -69,7 +70,8 @@ pub struct RecentActions {
 pub struct Snapshot {
     pub status: Arc<StatusReport>,
     pub actions: Vec<ActionRecord>,
-    pub waits: Vec<WaitPoint>,
+    /// The last minutes: the hub's samples and the short-job waits among them.
+    pub history: HistoryReport,
     pub missed: u64,
 }
 
@@ -158,6 +160,7 @@ pub fn router(hub: Hub, token: Arc<Vec<u8>>, shutdown: CancellationToken) -> Rou
         .route("/api/v1/status", get(status))
         .route("/api/v1/actions", get(actions))
         .route("/api/v1/events", get(events))
+        .route("/api/v1/history", get(history))
         .route("/metrics", get(metrics_text))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
@@ -182,7 +185,7 @@ impl ApiState {
         Snapshot {
             status: self.hub.status(),
             actions: recent.actions.iter().cloned().collect(),
-            waits: recent.waits.iter().cloned().collect(),
+            history: HistoryReport::new(self.hub.history(), recent.waits.make_contiguous()),
             missed: recent.missed,
         }
     }
@@ -237,6 +240,10 @@ async fn actions(State(st): State<Arc<ApiState>>) -> Json<RecentActions> {
         actions: snap.actions,
         missed: snap.missed,
     })
+}
+
+async fn history(State(st): State<Arc<ApiState>>) -> Json<HistoryReport> {
+    Json(st.snapshot().history)
 }
 
 async fn metrics_text(State(st): State<Arc<ApiState>>) -> Response {
@@ -299,7 +306,7 @@ async fn not_found() -> ApiError {
         status: StatusCode::NOT_FOUND,
         code: "not_found",
         reason: "no such route; see docs/dashboard.md (/, /api/v1/status, \
-                 /api/v1/actions, /api/v1/events, /metrics, /healthz)"
+                 /api/v1/actions, /api/v1/history, /api/v1/events, /metrics, /healthz)"
             .into(),
     }
 }
@@ -366,7 +373,13 @@ mod tests {
         let hub = Hub::new();
         let app = app(&hub);
         assert_eq!(get(&app, "/healthz", None).await.0, StatusCode::OK);
-        for uri in ["/", "/api/v1/status", "/api/v1/actions", "/metrics"] {
+        for uri in [
+            "/",
+            "/api/v1/status",
+            "/api/v1/actions",
+            "/api/v1/history",
+            "/metrics",
+        ] {
             let (code, body) = get(&app, uri, None).await;
             assert_eq!(code, StatusCode::UNAUTHORIZED, "{uri}");
             let err: ErrorBody = serde_json::from_str(&body).unwrap();
@@ -455,6 +468,29 @@ mod tests {
         let first = text.split("\n\n").next().unwrap_or_default();
         assert!(first.starts_with("event: warning\n"), "{first}");
         assert!(first.contains("missed 904 events"), "{first}");
+    }
+
+    #[tokio::test]
+    async fn history_holds_the_ticks_and_waits_of_the_last_minutes() {
+        let hub = Hub::new();
+        let app = app(&hub);
+        for (n, suspended) in [0, 2, 1].into_iter().enumerate() {
+            hub.set_status(StatusReport {
+                at_ms: 1_700_000_000_000 + 3000 * n as u64,
+                rm_reachable: true,
+                suspended,
+                ..StatusReport::default()
+            });
+        }
+        hub.record_short_wait(1_700_000_001_000, "application_1_0002".into(), 900);
+        let (code, body) = get(&app, "/api/v1/history", Some("s3cr+t/=")).await;
+        assert_eq!(code, StatusCode::OK);
+        assert!(body.contains("\"windowMs\":600000"), "{body}");
+        let h: HistoryReport = serde_json::from_str(&body).unwrap();
+        let suspended: Vec<usize> = h.samples.iter().map(|s| s.suspended).collect();
+        assert_eq!(suspended, [0, 2, 1]);
+        assert_eq!(h.waits.len(), 1);
+        assert_eq!(h.waits[0].wait_ms, 900);
     }
 
     #[test]

@@ -1,33 +1,51 @@
 //! The dashboard at `/`: one server-rendered HTML page with inline SVG and a small inline
 //! script that follows `/api/v1/events`. No build step, no external assets.
 //!
-//! The script appends preemption log rows as `action` events arrive and, on `tick` and
-//! `short-wait` events (at most once a second), refetches this page and swaps in the
-//! sections with ids `summary`, `queues`, `apps`, `nodes` and `waits`, so that all
-//! rendering stays here in Rust.
+//! Top to bottom: a summary strip, the last minutes as charts ([`charts`]: queues'
+//! dominant shares, containers held, short-job waits), then the queues now, the
+//! preemption log, the applications and the nodes. The script appends preemption log
+//! rows as `action` events arrive and, on `tick` and `short-wait` events (at most once a
+//! second), refetches this page and swaps in the sections named in [`LIVE_SECTIONS`], so
+//! that all rendering stays here in Rust.
+
+mod charts;
 
 use std::fmt::Write as _;
 
-use super::api::{Snapshot, WaitPoint};
+use super::api::Snapshot;
+use super::history::{cluster_total, dominant};
 use super::hub::{ActionRecord, AppRow, ContainerRow, Outcome, StatusReport};
 use super::live_queues::QueueSource;
 use super::log::utc_millis;
+use crate::resources::Resource;
 
 /// Rows the page shows in the preemption log; the script keeps the same bound.
 const LOG_ROWS: usize = 200;
 
+/// The sections the script replaces on a refresh: all but the log, which it appends to.
+const LIVE_SECTIONS: [&str; 7] = [
+    "summary", "shares", "held", "waits", "queues", "apps", "nodes",
+];
+
 pub fn page(snap: &Snapshot) -> String {
-    let mut h = String::with_capacity(32 * 1024);
+    let mut h = String::with_capacity(64 * 1024);
     h.push_str(HEAD);
     summary(&mut h, &snap.status, snap.missed);
+    let span = charts::Span::of(&snap.history, snap.status.at_ms);
+    charts::shares(&mut h, &snap.history, span);
+    h.push_str("<div class=\"pair\">");
+    charts::held(&mut h, &snap.history, span);
+    charts::waits(&mut h, &snap.history, span);
+    h.push_str("</div>\n");
     queues(&mut h, &snap.status);
-    apps(&mut h, &snap.status.applications, &snap.status.skipped);
     log(&mut h, &snap.actions);
+    apps(&mut h, &snap.status.applications, &snap.status.skipped);
     nodes(&mut h, &snap.status);
-    waits(&mut h, &snap.waits);
+    let sections = LIVE_SECTIONS.map(|s| format!("\"{s}\"")).join(", ");
     let _ = write!(
         h,
-        "<script>const LOG_ROWS = {LOG_ROWS};\n{SCRIPT}</script>\n</body>\n</html>\n"
+        "<script>const LOG_ROWS = {LOG_ROWS};\nconst LIVE_SECTIONS = [{sections}];\n\
+         {SCRIPT}</script>\n</body>\n</html>\n"
     );
     h
 }
@@ -49,30 +67,43 @@ pub fn esc(s: &str) -> String {
 }
 
 fn summary(h: &mut String, s: &StatusReport, missed: u64) {
-    let rm = if s.rm_reachable {
-        format!("RM {} reachable", esc(&s.rm))
-    } else {
-        format!("<b class=\"bad\">RM {} unreachable</b>", esc(&s.rm))
+    let stat = |h: &mut String, class: &str, key: &str, value: &str| {
+        let _ = write!(
+            h,
+            "<div class=\"stat {class}\"><span>{key}</span><b>{value}</b></div>"
+        );
     };
-    let observe = if s.observe_only {
-        " · <b>observe_only</b> (nothing is acted on)"
+    h.push_str("<section id=\"summary\"><div class=\"strip\">");
+    stat(h, "", "policy", &esc(&s.policy));
+    if s.observe_only {
+        stat(h, "warn", "observe_only", "on: nothing is acted on");
     } else {
-        ""
-    };
-    let _ = write!(
+        stat(h, "", "observe_only", "off");
+    }
+    if s.rm_reachable {
+        stat(h, "", &format!("RM {}", esc(&s.rm)), "reachable");
+    } else {
+        stat(h, "bad", &format!("RM {}", esc(&s.rm)), "unreachable");
+    }
+    let held = |n: usize| if n > 0 { "held" } else { "" };
+    stat(h, held(s.suspended), "suspended", &s.suspended.to_string());
+    stat(h, held(s.shrunk), "shrunk", &s.shrunk.to_string());
+    stat(
         h,
-        "<section id=\"summary\"><p>policy <b>{}</b>{observe} · {rm} · \
-         {} suspended · {} shrunk · reclaimed {} · observed {}</p>",
-        esc(&s.policy),
-        s.suspended,
-        s.shrunk,
-        esc(&s.reclaimed.to_string()),
-        if s.at_ms == 0 {
-            "never".to_string()
-        } else {
-            utc_millis(s.at_ms)
-        },
+        "",
+        "reclaimed now",
+        &format!(
+            "{} MB · {} vcores",
+            s.reclaimed.memory_mb, s.reclaimed.vcores
+        ),
     );
+    let observed = if s.at_ms == 0 {
+        "never".to_string()
+    } else {
+        utc_millis(s.at_ms)
+    };
+    stat(h, "", "observed", &observed);
+    h.push_str("</div>");
     if missed > 0 {
         let _ = write!(
             h,
@@ -83,9 +114,19 @@ fn summary(h: &mut String, s: &StatusReport, missed: u64) {
     h.push_str("<p id=\"warning\" class=\"bad\"></p></section>\n");
 }
 
+/// The queues now: a bar per queue in dominant shares of the cluster, and both
+/// resources in text.
 fn queues(h: &mut String, s: &StatusReport) {
     let qs = &s.queues;
-    h.push_str("<section id=\"queues\"><h2>Queues: guarantee vs used (memory)</h2>");
+    h.push_str(
+        "<section id=\"queues\"><h2>Queues now <small>bars in dominant share of the \
+         cluster",
+    );
+    let total = cluster_total(s);
+    if total.any_positive() {
+        let _ = write!(h, " ({} MB, {} vcores)", total.memory_mb, total.vcores);
+    }
+    h.push_str("</small></h2>");
     if s.queue_source == QueueSource::CapacitySchedulerXml && !qs.is_empty() {
         h.push_str(
             "<p class=\"bad\">The RM listed no queue: the tree is capacity-scheduler.xml's.</p>",
@@ -104,43 +145,45 @@ fn queues(h: &mut String, s: &StatusReport) {
         h.push_str("<p class=\"empty\">No queues observed yet.</p></section>\n");
         return;
     }
+    let share = |r: Resource| dominant(r, total).0;
     let scale = qs
         .iter()
         .map(|q| {
-            q.maximum
-                .memory_mb
-                .max(q.guaranteed.memory_mb)
-                .max(q.used.memory_mb + q.pending.memory_mb)
+            share(q.maximum)
+                .max(share(q.guaranteed))
+                .max(share(q.used.saturating_add(q.pending)))
         })
-        .max()
-        .unwrap_or(0)
-        .max(1) as f64;
-    const LABEL: f64 = 220.0;
-    const BAR: f64 = 560.0;
-    const ROW: f64 = 34.0;
-    let x = |mb: u64| LABEL + BAR * (mb as f64 / scale);
-    let _ = write!(
-        h,
-        "<svg class=\"chart\" width=\"{w}\" height=\"{ht}\" viewBox=\"0 0 {w} {ht}\">",
-        w = LABEL + BAR + 260.0,
-        ht = ROW * qs.len() as f64 + 10.0
+        .fold(0.0, f64::max);
+    let scale = if scale > 0.0 { scale } else { 1.0 };
+    const BAR: f64 = 200.0;
+    let x = |r: Resource| BAR * (share(r) / scale).min(1.0);
+    let amount = |r: Resource| format!("{} MB, {} vcores", r.memory_mb, r.vcores);
+    h.push_str(
+        "<table class=\"queues\"><thead><tr><th>queue</th>\
+         <th colspan=\"2\">used vs guaranteed (dominant share)</th><th>binds</th><th>used</th>\
+         <th>pending</th><th>guaranteed</th><th>maximum</th></tr></thead><tbody>",
     );
-    for (i, q) in qs.iter().enumerate() {
-        let y = 5.0 + ROW * i as f64;
+    for q in qs {
+        let (used, binds) = if q.used.is_zero() {
+            (0.0, dominant(q.guaranteed, total).1)
+        } else {
+            dominant(q.used, total)
+        };
         let class = q.class.map(|c| c.to_string()).unwrap_or_default();
         let _ = write!(
             h,
-            "<g class=\"queue {class}\"><title>{path}: guaranteed {g}, maximum {m}, used {u}, \
-             pending {p}</title>\
-             <text x=\"0\" y=\"{ty}\">{path}{lock}</text>\
-             <rect class=\"max\" x=\"{LABEL}\" y=\"{y}\" width=\"{mw:.1}\" height=\"22\"/>\
-             <rect class=\"used\" x=\"{LABEL}\" y=\"{y}\" width=\"{uw:.1}\" height=\"22\"/>\
-             <rect class=\"pending\" x=\"{px:.1}\" y=\"{y}\" width=\"{pw:.1}\" height=\"22\"/>\
-             <line class=\"guarantee\" x1=\"{gx:.1}\" x2=\"{gx:.1}\" y1=\"{y0}\" y2=\"{y1}\"/>\
-             <text x=\"{tx}\" y=\"{ty}\">{umb} / {gmb} MB guaranteed</text></g>",
+            "<tr class=\"queue {class}\"><td>{path} <small>{class}{lock}</small></td><td>\
+             <svg class=\"bar\" width=\"{BAR}\" height=\"16\"><title>{path}: guaranteed {g}, \
+             maximum {m}, used {u}, pending {p}</title>\
+             <rect class=\"max\" width=\"{mw:.1}\" height=\"16\"/>\
+             <rect class=\"used\" width=\"{uw:.1}\" height=\"16\"/>\
+             <rect class=\"pending\" x=\"{uw:.1}\" width=\"{pw:.1}\" height=\"16\"/>\
+             <line class=\"guarantee\" x1=\"{gx:.1}\" x2=\"{gx:.1}\" y1=\"0\" y2=\"16\"/></svg>\
+             </td><td>{us} used / {gs} guaranteed</td><td>{binds}</td><td>{ua}</td><td>{pa}</td>\
+             <td>{ga}</td><td>{ma}</td></tr>",
             path = esc(&q.path),
             lock = if q.preemption_disabled {
-                " (no preemption)"
+                " · no preemption"
             } else {
                 ""
             },
@@ -148,23 +191,23 @@ fn queues(h: &mut String, s: &StatusReport) {
             m = q.maximum,
             u = q.used,
             p = q.pending,
-            ty = y + 16.0,
-            mw = x(q.maximum.memory_mb) - LABEL,
-            uw = x(q.used.memory_mb) - LABEL,
-            px = x(q.used.memory_mb),
-            pw = x(q.pending.memory_mb) - LABEL,
-            gx = x(q.guaranteed.memory_mb),
-            y0 = y - 3.0,
-            y1 = y + 25.0,
-            tx = LABEL + BAR + 10.0,
-            umb = q.used.memory_mb,
-            gmb = q.guaranteed.memory_mb,
+            mw = x(q.maximum),
+            uw = x(q.used),
+            pw = (x(q.used.saturating_add(q.pending)) - x(q.used)).max(0.0),
+            gx = x(q.guaranteed).max(1.0),
+            us = format_args!("{:.0}%", used * 100.0),
+            gs = format_args!("{:.0}%", share(q.guaranteed) * 100.0),
+            binds = binds.phrase(),
+            ua = amount(q.used),
+            pa = amount(q.pending),
+            ga = amount(q.guaranteed),
+            ma = amount(q.maximum),
         );
     }
     h.push_str(
-        "</svg><p class=\"legend\"><span class=\"used\">used</span> \
-         <span class=\"pending\">pending</span> <span class=\"max\">maximum</span> \
-         | guarantee</p></section>\n",
+        "</tbody></table><p class=\"legend\"><span class=\"key used\"></span>used \
+         <span class=\"key pending\"></span>pending <span class=\"key max\"></span>maximum \
+         <span class=\"key guarantee\"></span>guarantee</p></section>\n",
     );
 }
 
@@ -336,54 +379,6 @@ fn gauge(current: u64, allocated: u64) -> String {
     )
 }
 
-fn waits(h: &mut String, ws: &[WaitPoint]) {
-    h.push_str("<section id=\"waits\"><h2>Short-job waiting time</h2>");
-    if ws.is_empty() {
-        h.push_str("<p class=\"empty\">No short job has started yet.</p></section>\n");
-        return;
-    }
-    const W: f64 = 900.0;
-    const H: f64 = 220.0;
-    const PAD: f64 = 50.0;
-    let t0 = ws.iter().map(|w| w.at_ms).min().unwrap_or(0);
-    let t1 = ws.iter().map(|w| w.at_ms).max().unwrap_or(0).max(t0 + 1);
-    let top = ws.iter().map(|w| w.wait_ms).max().unwrap_or(0).max(1) as f64;
-    let px = |at: u64| PAD + (W - 2.0 * PAD) * ((at - t0) as f64 / (t1 - t0) as f64);
-    let py = |wait: u64| H - PAD + -(H - 2.0 * PAD) * (wait as f64 / top);
-    let points: Vec<String> = ws
-        .iter()
-        .map(|w| format!("{:.1},{:.1}", px(w.at_ms), py(w.wait_ms)))
-        .collect();
-    let _ = write!(
-        h,
-        "<svg class=\"chart\" width=\"{W}\" height=\"{H}\" viewBox=\"0 0 {W} {H}\">\
-         <line class=\"axis\" x1=\"{PAD}\" y1=\"{b}\" x2=\"{r}\" y2=\"{b}\"/>\
-         <line class=\"axis\" x1=\"{PAD}\" y1=\"{PAD}\" x2=\"{PAD}\" y2=\"{b}\"/>\
-         <text x=\"4\" y=\"{PAD}\">{top_s:.1} s</text><text x=\"4\" y=\"{b}\">0 s</text>\
-         <text x=\"{PAD}\" y=\"{tl}\">{from}</text>\
-         <text x=\"{r}\" y=\"{tl}\" text-anchor=\"end\">{to}</text>\
-         <polyline class=\"wait\" points=\"{pts}\"/>",
-        b = H - PAD,
-        r = W - PAD,
-        tl = H - PAD + 20.0,
-        top_s = top / 1000.0,
-        from = utc_millis(t0),
-        to = utc_millis(t1),
-        pts = points.join(" "),
-    );
-    for w in ws {
-        let _ = write!(
-            h,
-            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\"><title>{}: {} ms</title></circle>",
-            px(w.at_ms),
-            py(w.wait_ms),
-            esc(&w.application),
-            w.wait_ms
-        );
-    }
-    h.push_str("</svg></section>\n");
-}
-
 const HEAD: &str = r#"<!doctype html>
 <html lang="en">
 <head>
@@ -391,10 +386,22 @@ const HEAD: &str = r#"<!doctype html>
 <title>Preemptor</title>
 <style>
 body { font: 14px system-ui, sans-serif; margin: 16px 24px; color: #1d2430; background: #fff; }
-h1 { font-size: 20px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 22px 0 8px; }
+h1 { font-size: 20px; margin: 0 0 8px; } h2 { font-size: 15px; margin: 18px 0 6px; }
 h3 { font-size: 14px; margin: 12px 0 4px; } small { color: #5b6472; font-weight: normal; }
+.strip { display: flex; flex-wrap: wrap; gap: 8px; }
+.stat { border: 1px solid #e3e6ea; border-radius: 6px; padding: 5px 12px; background: #f8fafc; }
+.stat span { display: block; font-size: 11px; color: #5b6472; }
+.stat b { font-size: 16px; } .stat.held b { color: #b91c1c; }
+.stat.bad { background: #fde8e8; border-color: #f5b5b5; } .stat.bad b { color: #b91c1c; }
+.stat.warn { background: #fff6bf; border-color: #f0d97a; }
+.multiples, .pair { display: flex; flex-wrap: wrap; gap: 0 12px; }
+figure { margin: 0; }
+figure.share { border: 1px solid #e3e6ea; border-radius: 6px; margin-bottom: 8px; }
+.pair section { border: 1px solid #e3e6ea; border-radius: 6px; padding: 0 0 4px 6px; width: 596px; }
+.pair h2 { margin: 6px 0 0; } .pair .legend { margin: 2px 0; }
 table { border-collapse: collapse; font-size: 12px; }
 th, td { text-align: left; padding: 3px 8px; border-bottom: 1px solid #e3e6ea; white-space: nowrap; }
+table.queues td { vertical-align: middle; }
 tr.failed td { background: #fde8e8; } tr.observed td { color: #6b7280; }
 tr.live td { animation: flash 2s; }
 @keyframes flash { from { background: #fff6bf; } to { background: transparent; } }
@@ -402,12 +409,26 @@ td.act.suspend, td.act.kill { color: #b91c1c; font-weight: 600; }
 td.act.shrink { color: #b45309; font-weight: 600; } td.act.resume { color: #15803d; font-weight: 600; }
 #log, .node { overflow-x: auto; }
 .bad { color: #b91c1c; } .empty { color: #6b7280; }
-svg text { font-size: 12px; fill: #1d2430; }
+svg text { font-size: 12px; fill: #1d2430; } svg text.tick { font-size: 10px; fill: #6b7280; }
+svg text.title { font-weight: 600; } svg text.binds { fill: #7c2d12; font-weight: 600; }
+svg text.now { fill: #374151; } tspan.starved { fill: #b91c1c; font-weight: 600; }
+tspan.used { fill: #1d4ed8; font-weight: 600; }
+line.grid { stroke: #eef0f3; } line.axis { stroke: #9ca3af; }
+rect.unreachable { fill: #fde8e8; }
+polyline { fill: none; stroke-width: 2; stroke-linejoin: round; }
+polyline.used { stroke: #2563eb; } polygon.used-area { fill: #2563eb; opacity: 0.15; }
+circle.used { fill: #2563eb; }
+polyline.guaranteed { stroke: #111827; stroke-dasharray: 5 3; stroke-width: 1.5; }
+polyline.suspended { stroke: #dc2626; } polyline.shrunk { stroke: #d97706; }
+polyline.wait { stroke: #c4b5fd; stroke-width: 1; } circle.wait { fill: #7c3aed; }
 rect.max { fill: #e5e7eb; } rect.used { fill: #2563eb; } rect.pending { fill: #93c5fd; }
-line.guarantee { stroke: #111827; stroke-width: 2; } line.axis { stroke: #9ca3af; }
-polyline.wait { fill: none; stroke: #dc2626; stroke-width: 2; } circle { fill: #dc2626; }
-.legend span { padding: 0 6px; } .legend .used { background: #2563eb; color: #fff; }
-.legend .pending { background: #93c5fd; } .legend .max { background: #e5e7eb; }
+line.guarantee { stroke: #111827; stroke-width: 2; }
+.legend { font-size: 12px; color: #374151; }
+.key { display: inline-block; width: 14px; height: 10px; margin: 0 4px 0 10px; vertical-align: middle; }
+.key.used { background: #2563eb; } .key.pending { background: #93c5fd; } .key.max { background: #e5e7eb; }
+.key.guarantee { width: 2px; background: #111827; } .key.guaranteed { height: 0; border-top: 2px dashed #111827; }
+.key.unreachable { background: #fde8e8; } .key.suspended { background: #dc2626; }
+.key.shrunk { background: #d97706; } .key.wait { background: #7c3aed; width: 8px; height: 8px; border-radius: 4px; }
 tr.suspended td { color: #b91c1c; } tr.shrunk td { color: #b45309; }
 </style>
 </head>
@@ -456,7 +477,7 @@ const SCRIPT: &str = r#"(function () {
     pending = null;
     fetch("/" + q).then(function (r) { return r.text(); }).then(function (html) {
       var doc = new DOMParser().parseFromString(html, "text/html");
-      ["summary", "queues", "apps", "nodes", "waits"].forEach(function (id) {
+      LIVE_SECTIONS.forEach(function (id) {
         var fresh = doc.getElementById(id), old = document.getElementById(id);
         if (fresh && old) old.replaceWith(fresh);
       });
@@ -503,8 +524,10 @@ mod tests {
 
     use super::*;
     use crate::cluster::{ContainerState, JobClass, Partition};
+    use crate::controller::api::WaitPoint;
+    use crate::controller::history::{History, HistoryReport};
     use crate::controller::hub::{NodeStatus, QueueStatus};
-    use crate::resources::{Limits, Resource};
+    use crate::resources::Limits;
     use crate::yarn::dto::YarnApplicationState;
 
     fn snapshot() -> Snapshot {
@@ -518,7 +541,7 @@ mod tests {
                 class: Some(JobClass::Short),
                 guaranteed: Resource::new(8192, 8),
                 maximum: Resource::new(16384, 16),
-                used: Resource::new(2048, 2),
+                used: Resource::new(2048, 6),
                 pending: Resource::new(4096, 4),
                 preemption_disabled: false,
             }],
@@ -555,6 +578,15 @@ mod tests {
             ],
             ..StatusReport::default()
         };
+        // Three ticks 3 s apart; the suspended count rises to 2, then falls to 1.
+        let mut history = History::default();
+        for (n, suspended) in [0, 2, 1].into_iter().enumerate() {
+            history.record(&StatusReport {
+                at_ms: status.at_ms - 6000 + 3000 * n as u64,
+                suspended,
+                ..status.clone()
+            });
+        }
         Snapshot {
             status: Arc::new(status),
             actions: vec![ActionRecord {
@@ -574,18 +606,21 @@ mod tests {
                     reason: "agent timed out".into(),
                 },
             }],
-            waits: vec![
-                WaitPoint {
-                    at_ms: 1_700_000_000_000,
-                    application: "application_1_0003".into(),
-                    wait_ms: 1200,
-                },
-                WaitPoint {
-                    at_ms: 1_700_000_010_000,
-                    application: "application_1_0004".into(),
-                    wait_ms: 300,
-                },
-            ],
+            history: HistoryReport::new(
+                history.samples(),
+                &[
+                    WaitPoint {
+                        at_ms: 1_700_000_000_000,
+                        application: "application_1_0003".into(),
+                        wait_ms: 1200,
+                    },
+                    WaitPoint {
+                        at_ms: 1_700_000_010_000,
+                        application: "application_1_0004".into(),
+                        wait_ms: 300,
+                    },
+                ],
+            ),
             missed: 0,
         }
     }
@@ -597,7 +632,16 @@ mod tests {
             "id=\"summary\"",
             "id=\"queues\"",
             "root.&lt;short&gt;",
-            "2048 / 8192 MB guaranteed",
+            "Queues over the last 1 min",
+            // Used <2048 MB, 6 vcores> of <16384 MB, 16 vcores>: vcores bind, at 38%.
+            "<figure class=\"share\" data-queue=\"root.&lt;short&gt;\" data-binds=\"vcores\">",
+            ">vcores bind</text>",
+            "38%</tspan> · guaranteed 50%",
+            "38% used / 50% guaranteed</td><td>vcores bind</td>\
+             <td>2048 MB, 6 vcores</td><td>4096 MB, 4 vcores</td><td>8192 MB, 8 vcores</td>",
+            "data-suspended=\"1\" data-shrunk=\"0\"",
+            "suspended: <b>1</b> now, peak 2",
+            "2 short jobs started: median <b>0.3 s</b>, longest <b>1.2 s</b>",
             "id=\"log-rows\"",
             "<tr class=\"failed\" data-at=\"1700000000500\" \
              data-key=\"1700000000500|suspend|container_1_0001_01_000002\">",
@@ -608,7 +652,7 @@ mod tests {
             "<tr class=\"suspended\">",
             "64 / 4096 MB",
             "0.010 / 2 vcores",
-            "class=\"wait\" points=\"50.0,50.0 850.0,",
+            "<title>application_1_0003 at 22:13:20 UTC: waited 1200 ms</title>",
             "new EventSource(\"/api/v1/events\" + q)",
             "<li>queue root.x is on the RM but not in &lt;file&gt;</li>",
             "id=\"apps\"",
@@ -621,6 +665,15 @@ mod tests {
         }
         assert!(!html.contains("<short>"));
         assert!(!html.contains("id=\"log-empty\""));
+        // The sections come in the order the page promises, charts first.
+        let at = |id: &str| html.find(&format!("id=\"{id}\"")).unwrap_or(usize::MAX);
+        let order = [
+            "summary", "shares", "held", "waits", "queues", "log", "apps", "nodes",
+        ];
+        assert!(order.windows(2).all(|w| at(w[0]) < at(w[1])), "{order:?}");
+        for id in LIVE_SECTIONS {
+            assert!(at(id) < usize::MAX, "{id}");
+        }
     }
 
     #[test]
@@ -628,13 +681,14 @@ mod tests {
         let snap = Snapshot {
             status: Arc::new(StatusReport::default()),
             actions: vec![],
-            waits: vec![],
+            history: HistoryReport::default(),
             missed: 3,
         };
         let html = page(&snap);
         assert!(html.contains("No queues observed yet."));
+        assert!(html.contains("No tick observed yet."));
         assert!(html.contains("id=\"log-empty\""));
-        assert!(html.contains("No short job has started yet."));
+        assert!(html.contains("No short job has started in the last minutes."));
         assert!(html.contains("No RUNNING or ACCEPTED application."));
         assert!(html.contains("3 events arrived faster"));
     }

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
+use super::history::{History, Sample};
 use super::live_queues::QueueSource;
 use crate::cluster::{ContainerState, JobClass, Partition};
 use crate::resources::{Limits, Resource};
@@ -306,6 +307,7 @@ struct Inner {
     last_tick: Mutex<Option<TickSummary>>,
     /// By agent.
     leases: Mutex<BTreeMap<String, LeaseRow>>,
+    history: Mutex<History>,
 }
 
 /// Events a slow SSE reader may fall behind by before it misses some.
@@ -327,6 +329,7 @@ impl Hub {
                 metrics: Mutex::new(Metrics::default()),
                 last_tick: Mutex::new(None),
                 leases: Mutex::new(BTreeMap::new()),
+                history: Mutex::new(History::default()),
             }),
         }
     }
@@ -387,13 +390,20 @@ impl Hub {
         self.metrics_lock().rm_errors += 1;
     }
 
+    /// The tick's observation; also a sample of the dashboard's history.
     pub fn set_status(&self, status: StatusReport) {
+        lock(&self.inner.history).record(&status);
         let mut s = self
             .inner
             .status
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         *s = Arc::new(status);
+    }
+
+    /// The history's samples, oldest first.
+    pub fn history(&self) -> Vec<Sample> {
+        lock(&self.inner.history).samples()
     }
 
     pub fn status(&self) -> Arc<StatusReport> {

@@ -6,7 +6,8 @@
 //! - [`capacities`]: the durable record of the node capacities Preemptor changed, and
 //!   [`restore`]: `preemptor restore-capacities`, which puts them back;
 //! - [`controller`](mod@controller): the loop, [`start`] and [`ControllerHandle`];
-//! - [`hub`]: what the API, the dashboard and the demo read.
+//! - [`hub`]: what the API, the dashboard and the demo read, and [`history`]: the
+//!   dashboard's last minutes.
 //!
 //! See docs/controller.md.
 pub mod agents;
@@ -18,6 +19,7 @@ pub mod controller;
 pub mod dashboard;
 pub mod demo;
 pub mod executor;
+pub mod history;
 pub mod hub;
 pub mod live_queues;
 pub mod log;
