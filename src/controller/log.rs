@@ -117,33 +117,16 @@ pub fn render(record: &ActionRecord, colour: bool) -> String {
     out
 }
 
-/// `YYYY-MM-DDTHH:MM:SS.mmmZ` for Unix milliseconds.
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` (RFC 3339, UTC) for Unix milliseconds; a time past year
+/// 9999 prints as its milliseconds.
 pub fn utc_millis(at_ms: u64) -> String {
-    let secs = at_ms / 1000;
-    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
-    let rem = secs % 86_400;
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        at_ms % 1000
-    )
-}
-
-/// Proleptic Gregorian date of a day count since 1970-01-01 (Hinnant's
-/// `civil_from_days`).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+    const FORMAT: &[time::format_description::BorrowedFormatItem<'_>] = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(at_ms) * 1_000_000)
+        .ok()
+        .and_then(|t| t.format(FORMAT).ok())
+        .unwrap_or_else(|| format!("{at_ms} ms"))
 }
 
 /// Text-mode formatter for the preemption target: the line alone, without tracing's own
@@ -298,6 +281,7 @@ mod tests {
         assert_eq!(utc_millis(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(utc_millis(951_782_400_000), "2000-02-29T00:00:00.000Z");
         assert_eq!(utc_millis(4_102_444_799_999), "2099-12-31T23:59:59.999Z");
+        assert_eq!(utc_millis(u64::MAX), format!("{} ms", u64::MAX));
     }
 
     #[derive(Clone, Default)]

@@ -5,6 +5,7 @@
 //! Only the RM's REST serves these, so the shapes live here rather than in `yarn::dto`.
 
 use serde::{Deserialize, Serialize};
+use time::{Date, Month, OffsetDateTime, PrimitiveDateTime, Time, UtcOffset};
 
 /// The one timeout type YARN has.
 pub const LIFETIME: &str = "LIFETIME";
@@ -62,54 +63,21 @@ pub struct AppTimeoutList {
     pub timeout: Vec<AppTimeoutInfo>,
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (Hinnant's `days_from_civil`).
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = i64::from((m + 9) % 12);
-    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The inverse of [`days_from_civil`].
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (
-        if m <= 2 {
-            yoe + era * 400 + 1
-        } else {
-            yoe + era * 400
-        },
-        m,
-        d,
-    )
-}
-
-/// Epoch milliseconds as `2024-05-01T12:00:00.000+0000` (UTC).
+/// Epoch milliseconds as `2024-05-01T12:00:00.000+0000` (UTC); a time past year 9999
+/// prints as its milliseconds.
 pub fn format_iso8601(ms: u64) -> String {
-    let secs = (ms / 1000) as i64;
-    let (y, mo, d) = civil_from_days(secs.div_euclid(86_400));
-    let s = secs.rem_euclid(86_400);
-    format!(
-        "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}.{:03}+0000",
-        s / 3600,
-        s % 3600 / 60,
-        s % 60,
-        ms % 1000
-    )
+    const FORMAT: &[time::format_description::BorrowedFormatItem<'_>] = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]+0000"
+    );
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .ok()
+        .and_then(|t| t.format(FORMAT).ok())
+        .unwrap_or_else(|| ms.to_string())
 }
 
 /// `yyyy-MM-dd'T'HH:mm:ss[.SSS]` and a zone `+HHMM`, `+HH:MM` or `Z`, to epoch
-/// milliseconds.
+/// milliseconds. The grammar is Hadoop's (stricter than ISO 8601, which `time`'s parser
+/// takes whole: `+05`, no seconds); the calendar is `time`'s.
 pub fn parse_iso8601(s: &str) -> Result<u64, String> {
     let bad = || format!("Invalid date {s:?}: expected yyyy-MM-dd'T'HH:mm:ss.SSSZ");
     let s = s.trim();
@@ -127,10 +95,10 @@ pub fn parse_iso8601(s: &str) -> Result<u64, String> {
     };
     // The zone starts at the first '+', '-' or 'Z' after the time.
     let zone_at = rest.find(['+', '-', 'Z']).ok_or_else(bad)?;
-    let (time, zone) = rest.split_at(zone_at);
-    let (hms, frac) = match time.split_once('.') {
+    let (clock, zone) = rest.split_at(zone_at);
+    let (hms, frac) = match clock.split_once('.') {
         Some((hms, f)) => (hms, f),
-        None => (time, ""),
+        None => (clock, ""),
     };
     let mut tp = hms.split(':');
     let (h, mi, sec) = match (tp.next(), tp.next(), tp.next(), tp.next()) {
@@ -153,12 +121,26 @@ pub fn parse_iso8601(s: &str) -> Result<u64, String> {
             sign * (num(&digits[..2])? * 60 + num(&digits[2..])?)
         }
     };
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
-        return Err(bad());
-    }
-    let days = days_from_civil(y, mo as u32, d as u32);
-    let secs = days * 86_400 + h * 3600 + mi * 60 + sec - offset_min * 60;
-    let ms = secs * 1000 + millis;
+    let small = |v: i64| u8::try_from(v).map_err(|_| bad());
+    let date = Date::from_calendar_date(
+        i32::try_from(y).map_err(|_| bad())?,
+        Month::try_from(small(mo)?).map_err(|_| bad())?,
+        small(d)?,
+    )
+    .map_err(|_| bad())?;
+    // Java's lenient parsing rolls a leap second over into the next minute.
+    let leap = sec == 60;
+    let clock = Time::from_hms_milli(
+        small(h)?,
+        small(mi)?,
+        small(if leap { 59 } else { sec })?,
+        u16::try_from(millis).map_err(|_| bad())?,
+    )
+    .map_err(|_| bad())?;
+    let offset = UtcOffset::from_whole_seconds(i32::try_from(offset_min * 60).map_err(|_| bad())?)
+        .map_err(|_| bad())?;
+    let at = PrimitiveDateTime::new(date, clock).assume_offset(offset);
+    let ms = at.unix_timestamp_nanos() / 1_000_000 + if leap { 1000 } else { 0 };
     u64::try_from(ms).map_err(|_| bad())
 }
 
@@ -181,6 +163,11 @@ mod tests {
             0,
             "milliseconds are optional"
         );
+        assert_eq!(
+            parse_iso8601("2016-12-05T17:20:60.104Z").unwrap(),
+            ms,
+            "a leap second is the next minute's first"
+        );
         for bad in [
             "",
             "2016-12-05",
@@ -190,6 +177,8 @@ mod tests {
             "2016-12-05T00:00:00.000+05",
             "1969-12-31T00:00:00.000+0000",
             "x016-12-05T00:00:00.000+0000",
+            // A day the month does not have.
+            "2023-02-29T00:00:00.000+0000",
         ] {
             assert!(parse_iso8601(bad).is_err(), "{bad}");
         }
