@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
+use futures_util::{Stream, StreamExt};
 use reqwest::StatusCode;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -310,136 +310,104 @@ impl AgentClient {
             .get(&url)
             .header(reqwest::header::ACCEPT, "text/event-stream");
         let resp = self.exchange(req, &url, true, self.timeout).await?;
-        let bytes = resp.bytes_stream();
-        let state = (
-            bytes,
-            SseParser::default(),
-            std::collections::VecDeque::new(),
-            url,
-            false,
-        );
-        Ok(futures_util::stream::unfold(
-            state,
-            |(mut bytes, mut parser, mut queue, url, done)| async move {
-                loop {
-                    if let Some(item) = queue.pop_front() {
-                        return Some((item, (bytes, parser, queue, url, done)));
-                    }
-                    if done {
-                        return None;
-                    }
-                    match bytes.next().await {
-                        Some(Ok(chunk)) => {
-                            for frame in parser.push(&chunk) {
-                                let item =
-                                    serde_json::from_str::<AgentEvent>(&frame.data).map_err(|e| {
-                                        ClientError::Decode {
-                                            url: url.clone(),
-                                            reason: format!("event {:?}: {e}", frame.event),
-                                        }
-                                    });
-                                queue.push_back(item);
-                            }
-                        }
-                        Some(Err(error)) => {
-                            let err = ClientError::Transport {
-                                url: url.clone(),
-                                error,
-                            };
-                            return Some((Err(err), (bytes, parser, queue, url, true)));
-                        }
-                        None => return None,
-                    }
-                }
-            },
-        )
-        .boxed())
+        Ok(json_events::<AgentEvent, _, _, _>(resp.bytes_stream())
+            .map(move |item| {
+                item.map_err(|e| match e {
+                    SseError::Transport(error) => ClientError::Transport {
+                        url: url.clone(),
+                        error,
+                    },
+                    SseError::Decode(reason) => ClientError::Decode {
+                        url: url.clone(),
+                        reason,
+                    },
+                })
+            })
+            .boxed())
     }
 }
 
-/// One server-sent event.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SseFrame {
-    pub event: String,
-    pub data: String,
+/// Why an event stream gave no event.
+#[derive(Debug)]
+pub enum SseError<E> {
+    /// The connection broke: the stream ends after it.
+    Transport(E),
+    /// A frame that is not an event or not the JSON expected.
+    Decode(String),
 }
 
-/// Incremental `text/event-stream` parser: feed it bytes as they arrive.
-#[derive(Debug, Default)]
-pub struct SseParser {
-    buf: Vec<u8>,
-    event: String,
-    data: Vec<String>,
-}
-
-impl SseParser {
-    pub fn push(&mut self, chunk: &[u8]) -> Vec<SseFrame> {
-        self.buf.extend_from_slice(chunk);
-        let mut out = Vec::new();
-        while let Some(nl) = self.buf.iter().position(|b| *b == b'\n') {
-            let mut line: Vec<u8> = self.buf.drain(..=nl).collect();
-            line.pop();
-            if line.last() == Some(&b'\r') {
-                line.pop();
+/// The JSON payloads of a `text/event-stream` body as they arrive, parsed by
+/// eventsource-stream. It ends after a transport error.
+pub fn json_events<T, S, B, E>(bytes: S) -> impl Stream<Item = Result<T, SseError<E>>>
+where
+    T: DeserializeOwned,
+    S: Stream<Item = Result<B, E>>,
+    B: AsRef<[u8]>,
+{
+    use eventsource_stream::{EventStreamError, Eventsource};
+    bytes
+        .eventsource()
+        .map(|item| match item {
+            Ok(ev) => serde_json::from_str::<T>(&ev.data)
+                .map_err(|e| SseError::Decode(format!("event {:?}: {e}", ev.event))),
+            Err(EventStreamError::Transport(e)) => Err(SseError::Transport(e)),
+            Err(EventStreamError::Utf8(e)) => Err(SseError::Decode(format!("not UTF-8: {e}"))),
+            Err(EventStreamError::Parser(e)) => {
+                Err(SseError::Decode(format!("not an event stream: {e}")))
             }
-            let line = String::from_utf8_lossy(&line);
-            if line.is_empty() {
-                if !self.data.is_empty() {
-                    out.push(SseFrame {
-                        event: std::mem::take(&mut self.event),
-                        data: self.data.join("\n"),
-                    });
-                    self.data.clear();
-                }
-                self.event.clear();
-                continue;
+        })
+        .scan(false, |ended, item| {
+            if *ended {
+                return std::future::ready(None);
             }
-            if line.starts_with(':') {
-                continue;
-            }
-            let (field, value) = line.split_once(':').unwrap_or((&line, ""));
-            let value = value.strip_prefix(' ').unwrap_or(value);
-            match field {
-                "event" => self.event = value.to_string(),
-                "data" => self.data.push(value.to_string()),
-                _ => {}
-            }
-        }
-        out
-    }
+            *ended = matches!(item, Err(SseError::Transport(_)));
+            std::future::ready(Some(item))
+        })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn sse_frames_split_anywhere() {
-        let text = b": keep-alive\n\nevent: lagged\ndata: {\"type\":\"lagged\",\ndata: \"missed\":3}\n\nevent: x\r\ndata: 1\r\n\r\n";
+    /// The JSON events of a body sent in `chunks`; a decode error as its message.
+    async fn events_of<T: DeserializeOwned>(chunks: Vec<&'static [u8]>) -> Vec<Result<T, String>> {
+        let bytes = futures_util::stream::iter(chunks.into_iter().map(Ok));
+        let stream = json_events::<T, _, _, std::convert::Infallible>(bytes);
+        stream
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .map(|r| {
+                r.map_err(|e| match e {
+                    SseError::Decode(d) => d,
+                    SseError::Transport(never) => match never {},
+                })
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn sse_frames_split_anywhere() {
+        let text: &'static [u8] = b": keep-alive\n\nevent: lagged\ndata: {\"type\":\"lagged\",\ndata: \"missed\":3}\n\nevent: x\r\ndata: 1\r\n\r\n";
         for split in 0..text.len() {
-            let mut p = SseParser::default();
-            let mut frames = p.push(&text[..split]);
-            frames.extend(p.push(&text[split..]));
+            let got = events_of::<serde_json::Value>(vec![&text[..split], &text[split..]]).await;
+            let want: Vec<Result<serde_json::Value, String>> = vec![
+                Ok(serde_json::json!({"type": "lagged", "missed": 3})),
+                Ok(serde_json::json!(1)),
+            ];
+            assert_eq!(got, want, "split at {split}");
+            // The event's name reaches the error of a payload that is not the one expected.
+            let typed = events_of::<AgentEvent>(vec![&text[..split], &text[split..]]).await;
             assert_eq!(
-                frames,
-                vec![
-                    SseFrame {
-                        event: "lagged".into(),
-                        data: "{\"type\":\"lagged\",\n\"missed\":3}".into()
-                    },
-                    SseFrame {
-                        event: "x".into(),
-                        data: "1".into()
-                    }
-                ],
+                typed[0],
+                Ok(AgentEvent::Lagged { missed: 3 }),
                 "split at {split}"
             );
+            assert!(
+                matches!(&typed[1], Err(e) if e.starts_with("event \"x\": ")),
+                "split at {split}: {typed:?}"
+            );
         }
-        let frame = &SseParser::default().push(b"data: {\"type\":\"lagged\",\"missed\":3}\n\n")[0];
-        assert_eq!(
-            serde_json::from_str::<AgentEvent>(&frame.data).unwrap(),
-            AgentEvent::Lagged { missed: 3 }
-        );
     }
 
     #[test]

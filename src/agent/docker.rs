@@ -1,5 +1,6 @@
 //! The Docker Engine API, through bollard, reduced to what the agent needs.
 
+use backon::{BackoffBuilder, ExponentialBuilder};
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
@@ -278,9 +279,14 @@ fn parse_event(m: EventMessage) -> Option<DockerEvent> {
     })
 }
 
-/// How long to wait before reconnecting a broken event stream.
-pub fn reconnect_delay(attempt: u32) -> Duration {
-    Duration::from_millis(250u64.saturating_mul(1 << attempt.min(5)))
+/// Waits before reconnecting a broken event stream: 250 ms doubling to 8 s, for as long
+/// as it takes.
+pub fn reconnect_delays() -> impl Iterator<Item = Duration> {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(250))
+        .with_max_delay(Duration::from_secs(8))
+        .without_max_times()
+        .build()
 }
 
 /// Docker's limits as `docker inspect` shows them; an unset field reads 0 ("not set").

@@ -473,7 +473,7 @@ async fn watch_docker_events(
     cancel: CancellationToken,
 ) {
     let mut since: Option<i64> = None;
-    let mut attempt = 0u32;
+    let mut delays = docker::reconnect_delays();
     loop {
         let stream = docker.events(since);
         futures_util::pin_mut!(stream);
@@ -482,7 +482,7 @@ async fn watch_docker_events(
                 _ = cancel.cancelled() => return,
                 item = stream.next() => match item {
                     Some(Ok(ev)) => {
-                        attempt = 0;
+                        delays = docker::reconnect_delays();
                         since = Some((ev.time_ms / 1000) as i64);
                         enforcer.on_docker_event(ev).await;
                     }
@@ -496,8 +496,7 @@ async fn watch_docker_events(
         }
         tokio::select! {
             _ = cancel.cancelled() => return,
-            _ = tokio::time::sleep(docker::reconnect_delay(attempt)) => {}
+            _ = tokio::time::sleep(delays.next().unwrap_or(Duration::from_secs(8))) => {}
         }
-        attempt = attempt.saturating_add(1);
     }
 }

@@ -18,6 +18,7 @@
 //! again next tick until a newer plan supersedes it, its target is reached or gone, or
 //! it has failed [`MAX_RETRY_TICKS`] ticks in a row.
 
+use backon::{ExponentialBuilder, Retryable};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -594,48 +595,48 @@ impl Calls {
         }
     }
 
-    async fn with_retries<F, Fut>(&self, mut f: F) -> Result<(), String>
+    /// Waits between the tries of one call: 100 ms, then doubling, `max_retries` times.
+    fn backoff(&self) -> ExponentialBuilder {
+        ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(100))
+            .with_factor(2.0)
+            .with_max_delay(Duration::from_secs(5))
+            .with_max_times(self.max_retries as usize)
+    }
+
+    async fn with_retries<F, Fut>(&self, f: F) -> Result<(), String>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<(), String>>,
     {
-        let mut last = String::new();
-        for attempt in 0..=self.max_retries {
-            if attempt > 0 {
-                tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
-            }
-            match f().await {
-                Ok(()) => return Ok(()),
-                Err(e) => last = e,
-            }
-        }
-        Err(last)
+        f.retry(self.backoff()).await
     }
 
     /// One agent action with the timeout and retries.
     async fn agent_call(&self, agent: &str, req: &ActionRequest) -> Result<ActionResult, String> {
-        let mut last = String::new();
-        for attempt in 0..=self.max_retries {
-            if attempt > 0 {
-                tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
-            }
+        // The error says whether another try may help.
+        let attempt = || async {
             match tokio::time::timeout(self.action_timeout, self.actuator.act(agent, req.clone()))
                 .await
             {
-                Ok(Ok(result)) => return Ok(result),
-                Ok(Err(e)) if e.retry => last = e.message,
-                Ok(Err(e)) => return Err(e.message),
-                Err(_) => {
-                    // Not retried: the agent may still be carrying it out. The next tick
-                    // sends it again if the plan still wants it.
-                    return Err(format!(
+                Ok(Ok(result)) => Ok(result),
+                Ok(Err(e)) => Err((e.message, e.retry)),
+                // Not retried: the agent may still be carrying it out. The next tick sends
+                // it again if the plan still wants it.
+                Err(_) => Err((
+                    format!(
                         "{agent} did not finish the action within {} ms",
                         self.action_timeout.as_millis()
-                    ));
-                }
+                    ),
+                    false,
+                )),
             }
-        }
-        Err(last)
+        };
+        attempt
+            .retry(self.backoff())
+            .when(|(_, retry)| *retry)
+            .await
+            .map_err(|(message, _)| message)
     }
 
     async fn rm_kill(&self, container: &ContainerId) -> Result<(), String> {

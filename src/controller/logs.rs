@@ -1,6 +1,7 @@
 //! `preemptor logs`: print a controller's preemption log, and with `--follow` tail it live
 //! from `/api/v1/events`, reconnecting with backoff when the connection drops.
 
+use backon::{BackoffBuilder, ExponentialBuilder};
 use std::collections::VecDeque;
 use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
@@ -13,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::api::{ErrorBody, RecentActions};
 use super::hub::{ActionRecord, ControllerEvent, StatusReport};
 use super::log;
-use crate::agent::client::SseParser;
+use crate::agent::client::{SseError, json_events};
 
 #[derive(Debug, clap::Args)]
 pub struct LogsArgs {
@@ -170,45 +171,17 @@ impl ControllerClient {
         &self,
     ) -> Result<BoxStream<'static, Result<ControllerEvent, LogsError>>, LogsError> {
         let (url, resp) = self.get("/api/v1/events").await?;
-        let state = (
-            resp.bytes_stream(),
-            SseParser::default(),
-            VecDeque::new(),
-            url,
-        );
-        Ok(
-            futures_util::stream::unfold(Some(state), |state| async move {
-                let (mut bytes, mut parser, mut queue, url) = state?;
-                loop {
-                    if let Some(item) = queue.pop_front() {
-                        return Some((item, Some((bytes, parser, queue, url))));
-                    }
-                    match bytes.next().await {
-                        Some(Ok(chunk)) => {
-                            for frame in parser.push(&chunk) {
-                                queue.push_back(
-                                    serde_json::from_str::<ControllerEvent>(&frame.data).map_err(
-                                        |e| LogsError::Stream {
-                                            url: url.clone(),
-                                            reason: format!("event {:?}: {e}", frame.event),
-                                        },
-                                    ),
-                                );
-                            }
-                        }
-                        Some(Err(e)) => {
-                            let err = LogsError::Stream {
-                                url,
-                                reason: e.to_string(),
-                            };
-                            return Some((Err(err), None));
-                        }
-                        None => return None,
-                    }
-                }
+        Ok(json_events::<ControllerEvent, _, _, _>(resp.bytes_stream())
+            .map(move |item| {
+                item.map_err(|e| LogsError::Stream {
+                    url: url.clone(),
+                    reason: match e {
+                        SseError::Transport(error) => error.to_string(),
+                        SseError::Decode(reason) => reason,
+                    },
+                })
             })
-            .boxed(),
-        )
+            .boxed())
     }
 }
 
@@ -227,6 +200,15 @@ struct Printed {
 const REMEMBERED: usize = 2 * super::api::RECENT_ACTIONS;
 const BACKOFF_START: Duration = Duration::from_millis(250);
 const BACKOFF_MAX: Duration = Duration::from_secs(10);
+
+/// Waits between reconnections: 250 ms doubling to 10 s, for as long as it takes.
+fn reconnect_delays() -> impl Iterator<Item = Duration> {
+    ExponentialBuilder::default()
+        .with_min_delay(BACKOFF_START)
+        .with_max_delay(BACKOFF_MAX)
+        .without_max_times()
+        .build()
+}
 
 impl Printed {
     fn print(
@@ -274,7 +256,7 @@ pub async fn tail(
         return Ok(());
     }
     let mut connected_once = false;
-    let mut backoff = BACKOFF_START;
+    let mut delays = reconnect_delays();
     loop {
         let mut connected = false;
         let session = session(client, how, out, &mut printed, &mut connected);
@@ -284,8 +266,9 @@ pub async fn tail(
         };
         if connected {
             connected_once = true;
-            backoff = BACKOFF_START;
+            delays = reconnect_delays();
         }
+        let backoff = delays.next().unwrap_or(BACKOFF_MAX);
         // A typo in the address fails at once; a controller that goes away is waited for.
         match result {
             Err(e) if !connected_once || !e.transient() => return Err(e),
@@ -302,7 +285,6 @@ pub async fn tail(
             () = tokio::time::sleep(backoff) => {}
             () = shutdown.cancelled() => return Ok(()),
         }
-        backoff = (backoff * 2).min(BACKOFF_MAX);
     }
 }
 
