@@ -9,6 +9,7 @@
 //! a shrink gradually; both retry "device or resource busy" with smaller steps. Widening
 //! goes memory first.
 
+use backon::{BackoffBuilder, ExponentialBuilder};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -39,6 +40,8 @@ use crate::sync::lock;
 
 /// Smallest gap a memory step leaves between the limit and the container's usage.
 const STEP_HEADROOM: u64 = 32 * MIB;
+/// The longest wait between two tries of a memory cut the kernel refused as busy.
+const BUSY_DELAY_MAX: Duration = Duration::from_millis(500);
 
 /// CPU of a container frozen because it was swapping: BIG-C's 1% of a core.
 pub const FREEZE_CPU_MILLIS: u32 = 10;
@@ -1238,7 +1241,15 @@ impl Enforcer {
         let mut attempt = target;
         let mut retries = 0u32;
         let mut written = false;
-        let mut backoff = Duration::from_millis(10);
+        // The waits once no smaller step is left: 10 ms doubling to 500 ms.
+        let busy_delays = || {
+            ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(10))
+                .with_max_delay(BUSY_DELAY_MAX)
+                .without_max_times()
+                .build()
+        };
+        let mut delays = busy_delays();
         let started = Instant::now();
         let deadline = started + self.settings.memory_timeout;
         loop {
@@ -1264,7 +1275,7 @@ impl Enforcer {
                         return Ok((written, retries));
                     }
                     attempt = target;
-                    backoff = Duration::from_millis(10);
+                    delays = busy_delays();
                 }
                 Err(e) if e.is_busy() => {
                     retries += 1;
@@ -1287,8 +1298,7 @@ impl Enforcer {
                         tracing::debug!(container = %id, from_mb = reached / MIB, try_mb = mid / MIB, "memory busy; trying a smaller step");
                         attempt = mid;
                     } else {
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(Duration::from_millis(500));
+                        tokio::time::sleep(delays.next().unwrap_or(BUSY_DELAY_MAX)).await;
                         attempt = target;
                     }
                 }
