@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 
 use cgroups_rs::cpu::CpuController;
 use cgroups_rs::memory::MemController;
+use procfs::process::MountInfo;
+use procfs::{FromBufRead, ProcessCGroup, ProcessCGroups};
 
 use super::limits::{CgroupLimits, CgroupVersion};
 
@@ -149,7 +151,8 @@ pub struct CgroupSample {
     pub swap_ins: u64,
 }
 
-/// Unescapes the octal escapes (`\040` for a space) mountinfo uses in paths.
+/// Unescapes the octal escapes (`\040` for a space) mountinfo uses in paths; procfs's
+/// `MountInfo` hands them over as they are.
 fn unescape_mount_path(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
@@ -175,43 +178,44 @@ fn unescape_mount_path(s: &str) -> String {
 }
 
 impl CgroupMounts {
-    /// Parses mountinfo text; lines that are not cgroup mounts, or are malformed, are
-    /// ignored.
+    /// Parses mountinfo text, one line at a time with procfs's `MountInfo::from_line`:
+    /// lines that are not cgroup mounts, or are malformed, are ignored (procfs's
+    /// `MountInfos` would reject the whole file for one bad line). procfs leaves the octal
+    /// escapes in paths and keeps the superblock options in a map, so the paths are
+    /// unescaped here and the controllers sorted (the kernel's order is lost).
     pub fn from_mountinfo(text: &str) -> CgroupMounts {
-        let mut mounts = Vec::new();
-        for line in text.lines() {
-            let Some((pre, post)) = line.split_once(" - ") else {
-                continue;
-            };
-            let pre: Vec<&str> = pre.split(' ').collect();
-            let post: Vec<&str> = post.split(' ').collect();
-            if pre.len() < 5 || post.len() < 3 {
-                continue;
-            }
-            let fstype = post[0];
-            let v2 = match fstype {
-                "cgroup2" => true,
-                "cgroup" => false,
-                _ => continue,
-            };
-            let controllers = if v2 {
-                Vec::new()
-            } else {
-                post[2]
-                    .split(',')
-                    .filter(|o| {
-                        !matches!(*o, "rw" | "ro") && (!o.contains('=') || o.starts_with("name="))
-                    })
-                    .map(str::to_string)
-                    .collect()
-            };
-            mounts.push(CgroupMount {
-                mount_point: PathBuf::from(unescape_mount_path(pre[4])),
-                root: unescape_mount_path(pre[3]),
-                v2,
-                controllers,
-            });
-        }
+        let mounts = text
+            .lines()
+            .filter_map(|line| MountInfo::from_line(line).ok())
+            .filter_map(|m| {
+                let v2 = match m.fs_type.as_str() {
+                    "cgroup2" => true,
+                    "cgroup" => false,
+                    _ => return None,
+                };
+                let mut controllers: Vec<String> = if v2 {
+                    Vec::new()
+                } else {
+                    m.super_options
+                        .iter()
+                        .filter_map(|(k, v)| match v {
+                            None if !matches!(k.as_str(), "rw" | "ro") => Some(k.clone()),
+                            Some(v) if k == "name" => Some(format!("name={v}")),
+                            _ => None,
+                        })
+                        .collect()
+                };
+                controllers.sort_unstable();
+                Some(CgroupMount {
+                    mount_point: PathBuf::from(unescape_mount_path(
+                        &m.mount_point.to_string_lossy(),
+                    )),
+                    root: unescape_mount_path(&m.root),
+                    v2,
+                    controllers,
+                })
+            })
+            .collect();
         CgroupMounts { mounts }
     }
 
@@ -257,19 +261,21 @@ impl CgroupMounts {
             docker_id: docker_id.to_string(),
             reason,
         };
+        // One line at a time: procfs's parser fails the whole text on a malformed line,
+        // which is skipped here.
+        let entries: Vec<ProcessCGroup> = proc_cgroup
+            .lines()
+            .filter_map(|line| ProcessCGroups::from_buf_read(line.as_bytes()).ok())
+            .flatten()
+            .collect();
         let mut v1_paths: HashMap<&str, &str> = HashMap::new();
         let mut v2_path = None;
-        for line in proc_cgroup.lines() {
-            let mut parts = line.splitn(3, ':');
-            let (Some(_), Some(ctrls), Some(path)) = (parts.next(), parts.next(), parts.next())
-            else {
-                continue;
-            };
-            if ctrls.is_empty() {
-                v2_path = Some(path);
+        for e in &entries {
+            if e.controllers.is_empty() {
+                v2_path = Some(e.pathname.as_str());
             } else {
-                for c in ctrls.split(',') {
-                    v1_paths.insert(c, path);
+                for c in &e.controllers {
+                    v1_paths.insert(c.as_str(), e.pathname.as_str());
                 }
             }
         }
@@ -694,7 +700,8 @@ impl CgroupDirs {
     }
 }
 
-/// Reads `/proc/<pid>/cgroup`.
+/// Reads `/proc/<pid>/cgroup` (with std, not procfs's `Process::cgroups()`: a process
+/// that is gone must read as `Vanished`, which needs the `io::Error`).
 pub fn read_proc_cgroup(pid: u32) -> Result<String, CgroupError> {
     let path = PathBuf::from(format!("/proc/{pid}/cgroup"));
     read(&path)
@@ -813,6 +820,18 @@ pub(crate) mod tests {
                 .is_err()
         );
         assert!(driver_path(CgroupDriver::Cgroupfs, "", "../etc").is_err());
+    }
+
+    #[test]
+    fn procfs_parses_line_by_line_and_keeps_v1_controller_names() {
+        let m = CgroupMounts::from_mountinfo(MOUNTINFO_COMOUNTED);
+        assert_eq!(m.mounts[0].controllers, ["cpu", "cpuacct"]);
+        let v1 = CgroupMounts::from_mountinfo(MOUNTINFO_V1);
+        assert_eq!(v1.mounts[3].controllers, ["name=systemd"]);
+        assert_eq!(v1, CgroupMounts::from_mountinfo(MOUNTINFO_V1));
+        // A malformed line among good ones is skipped, as before procfs.
+        let proc = format!("4:cpu,cpuacct:/docker/{ID}\nnot a line\n5:memory:/docker/{ID}\n");
+        assert!(m.dirs_from_proc(&proc, ID).is_ok());
     }
 
     #[test]

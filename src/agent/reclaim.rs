@@ -20,6 +20,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use procfs::process::MemoryPageFlags;
+
 use super::cgroup::{CgroupDirs, CgroupError};
 use super::limits::CgroupLimits;
 use super::metrics::Metrics;
@@ -48,6 +50,10 @@ pub struct PageOutReport {
 
 /// Private writable mappings (`rw-p`) from `/proc/<pid>/maps`: heap, stacks, anonymous
 /// mmaps and copied-on-write data, as (start, length).
+///
+/// Parsed by hand rather than with procfs's `MemoryMaps`, which fails the whole file on
+/// one line it cannot parse (a line is skipped here) and parses the pathname, which the
+/// mapped file's name controls: a short `/SYSV...` name makes it panic.
 pub fn private_writable_ranges(maps: &str) -> Vec<(u64, u64)> {
     maps.lines()
         .filter_map(|l| {
@@ -110,6 +116,10 @@ pub struct Vma {
 }
 
 /// The private writable mappings of `/proc/<pid>/smaps` that have anything resident.
+///
+/// By hand for the reasons of [`private_writable_ranges`], and because procfs's `MemoryMaps`
+/// builds a map of every field of every mapping, on the real-time reclaim thread, for the
+/// one (`Rss`) needed here.
 pub fn resident_private_vmas(smaps: &str) -> Vec<Vma> {
     let mut out = Vec::new();
     let mut current: Option<Vma> = None;
@@ -155,11 +165,11 @@ pub fn resident_private_vmas(smaps: &str) -> Vec<Vma> {
     out
 }
 
-/// Bit 63 of a pagemap entry: the page is in RAM.
-const PM_PRESENT: u64 = 1 << 63;
-
 /// Appends the runs of resident pages in `[start, start + len)` to `out`, read from an
-/// open `/proc/<pid>/pagemap`.
+/// open `/proc/<pid>/pagemap`. Entries are decoded with procfs's pagemap flags; the file is
+/// read here in 64 KiB `pread`s because procfs's `PageMap` reads through an 8 KiB buffer
+/// into a new `Vec` per call (about 50% slower over a large mapping), turns a read that
+/// ends early into an error, and cannot use a file already open.
 pub fn resident_runs(
     pagemap: &std::fs::File,
     start: u64,
@@ -185,7 +195,9 @@ pub fn resident_runs(
             let mut word = [0u8; 8];
             word.copy_from_slice(e);
             let addr = (first + done + i as u64) * page;
-            if u64::from_ne_bytes(word) & PM_PRESENT != 0 {
+            if MemoryPageFlags::from_bits_retain(u64::from_ne_bytes(word))
+                .contains(MemoryPageFlags::PRESENT)
+            {
                 run = match run {
                     Some((s, l)) if s + l == addr => Some((s, l + page)),
                     Some(r) => {
