@@ -10,7 +10,7 @@
 //! | `POST /v1/lease` | [`LeaseRequest`] | [`LeaseStatus`] |
 //! | `GET /v1/lease` | | [`LeaseStatus`] |
 //! | `GET /healthz` (no token) | | [`Health`] |
-//! | `GET /metrics` | | Prometheus text |
+//! | `GET /metrics` | | OpenMetrics text |
 //!
 //! Errors are [`ErrorBody`] with 400 (malformed), 401 (token), 403 (not a YARN container),
 //! 404 (unknown container or route), 405 (method), 409 (conflict: lease, container state,

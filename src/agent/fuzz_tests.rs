@@ -1,7 +1,7 @@
 //! Fuzzing the agent API's request parsing through the real router (a dry-run enforcer,
 //! driven with `oneshot`): arbitrary bytes, JSON shapes near the real bodies, odd paths,
 //! methods, content types and tokens. Every answer must be 2xx or 4xx with a JSON body
-//! (Prometheus text for `/metrics`, an event stream for `/v1/events`); bad input never
+//! (OpenMetrics text for `/metrics`, an event stream for `/v1/events`); bad input never
 //! panics and never gets a 5xx.
 
 use std::sync::Arc;
@@ -362,7 +362,7 @@ async fn check(app: &Router, c: &Call) -> Result<(), TestCaseError> {
     if c.method == Method::HEAD {
         return Ok(());
     }
-    if status.is_success() && ctype.starts_with("text/plain") {
+    if status.is_success() && ctype.starts_with("application/openmetrics-text") {
         prop_assert_eq!(c.path.as_str(), "/metrics");
         return Ok(());
     }

@@ -8,7 +8,7 @@
 //!   writes limits;
 //! - [`enforcer`]: suspend / shrink / resume / kill; [`store`]: durable record of changed
 //!   containers; [`lease`]: no controller, no throttling;
-//! - [`server`]: the HTTP API; [`metrics`]: Prometheus text; [`cli`]: `preemptor agent`.
+//! - [`server`]: the HTTP API; [`metrics`]: OpenMetrics text; [`cli`]: `preemptor agent`.
 //!
 //! See docs/agent.md for the operator's view.
 

@@ -209,7 +209,7 @@ async fn metrics_text(State(st): State<Arc<AppState>>) -> Response {
     (
         [(
             header::CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            HeaderValue::from_static(metrics::CONTENT_TYPE),
         )],
         st.enforcer.metrics().render(),
     )

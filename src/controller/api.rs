@@ -250,9 +250,9 @@ async fn metrics_text(State(st): State<Arc<ApiState>>) -> Response {
     (
         [(
             header::CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            HeaderValue::from_static(metrics::CONTENT_TYPE),
         )],
-        metrics::render(&st.hub.metrics(), &st.hub.full_status()),
+        metrics::render_hub(&st.hub),
     )
         .into_response()
 }
