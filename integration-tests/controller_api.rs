@@ -34,7 +34,12 @@ fn api_router(hub: &Hub) -> Router {
 /// The API whose event streams end when `shutdown` is cancelled, its other routes still
 /// answering.
 fn api_router_ending_streams(hub: &Hub, shutdown: CancellationToken) -> Router {
-    api::router(hub.clone(), Arc::new(TOKEN.as_bytes().to_vec()), shutdown)
+    api::router(
+        hub.clone(),
+        Arc::new(TOKEN.as_bytes().to_vec()),
+        shutdown,
+        preemptor::controller::operator::Operator::channel().0,
+    )
 }
 
 /// The API on a real socket, with every connection in a set the test can drop at once

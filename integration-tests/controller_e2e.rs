@@ -5,7 +5,8 @@
 //! shutdown puts every container back at its original limits. A controller that
 //! vanishes without shutdown (as under SIGKILL) leaves nothing throttled once the
 //! agent's lease expires. With two agents, one refusing a memory cut does not hold back
-//! the other's actions.
+//! the other's actions. An operator's `preemptor resume` and `restore-capacities` (the
+//! binary) give back one container for good, or everything for a hold-off.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -1315,4 +1316,243 @@ async fn place_long(
         "{name}'s tasks are not all on node {node}: {placed:?}"
     );
     placed.into_iter().map(|(id, _, _)| id).collect()
+}
+
+/// A short job that always waits: more 1.5 GB tasks than suspending every long task can
+/// make room for (two suspensions per task, on one node).
+fn wide_short_spec() -> WorkloadSpec {
+    WorkloadSpec::parse(
+        r#"{"kernel":"burn","args":["--iterations","0","--rounds-millions","1","--memory-mb","4"],
+            "tasks":8,"memoryMb":1536,"vcores":1}"#,
+    )
+    .expect("spec")
+}
+
+/// Runs the `preemptor` binary with `args`, nothing taken from the environment.
+async fn preemptor_cli(args: &[&str]) -> (bool, String, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_preemptor"))
+        .args(args)
+        .env_remove("PREEMPTOR_CONTROLLER")
+        .env_remove("PREEMPTOR_CONF_DIR")
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("running preemptor");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The operations CLI against a running controller: `preemptor resume CONTAINER` makes a
+/// suspended container run again (its cgroup) and the controller never takes it again,
+/// though the short job still waits; `resume --all` resumes everything and puts the
+/// nodes back at their physical capacity on the RM, and nothing is taken during the
+/// hold-off; a wrong token, an unknown container and an unreachable controller are
+/// refused with one clear line; `restore-capacities` falls back to the record only when
+/// nothing listens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operators_resume_a_container_or_everything_with_the_cli() {
+    let test = "operators_resume_a_container_or_everything_with_the_cli";
+    let Some(cluster) = long_jobs_fill_the_cluster(test).await else {
+        return;
+    };
+    let t0 = Instant::now();
+    let config = cluster.controller_config(30_000);
+    let rm = preemptor::yarn::RmClient::new(&config.settings.rm).expect("rm client");
+    let controller = start(config).await.expect("controller starts");
+    let url = controller.api_url().expect("api on");
+    let proxy = controller.proxy_url().expect("proxy on");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token_file = |name: &str, token: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, token).expect("token file");
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .expect("chmod");
+        path.display().to_string()
+    };
+    let good = token_file("api.token", "api-token\n");
+    let bad = token_file("bad.token", "not-it");
+    let at = ["--controller", url.as_str(), "--token-file", good.as_str()];
+
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let short: ApplicationId = submit(
+        &proxy,
+        "tpch-wide",
+        "short",
+        &wide_short_spec(),
+        Resource::new(448, 1),
+    )
+    .await
+    .parse()
+    .expect("application id");
+    wait_for_more_throttled(&cluster, 0, Duration::from_secs(20)).await;
+    // Two ticks: the policy takes what the short job's demand asks for.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let x = cluster.throttled()[0];
+    let xs = x.to_string();
+    let waiting = || {
+        cluster
+            .h()
+            .inspect(|s| s.apps.get(&short).is_some_and(|a| !a.pending.is_empty()))
+    };
+    assert!(waiting(), "the short job asks for more than there is");
+
+    let (ok, out, err) =
+        preemptor_cli(&["resume", &xs, "--controller", &url, "--token-file", &bad]).await;
+    assert!(!ok, "{out}");
+    assert!(err.contains("refused the token (wrong token)"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert!(
+        cluster.throttled().contains(&x),
+        "a refused request changed nothing"
+    );
+
+    let unknown = format!("{}_{:06}", &xs[..xs.len() - 7], 99);
+    let (ok, _, err) = preemptor_cli(&[&["resume", unknown.as_str()][..], &at[..]].concat()).await;
+    assert!(!ok);
+    assert!(
+        err.contains(&format!("holds no container {unknown}")),
+        "{err}"
+    );
+
+    let (ok, out, err) = preemptor_cli(&[&["resume", xs.as_str()][..], &at[..]].concat()).await;
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("never taken again"), "{out}");
+    let t = Instant::now();
+    while cluster.throttled().contains(&x) {
+        assert!(t.elapsed() < Duration::from_secs(10), "{x} was not resumed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (dirs, original) = &cluster.long[&x];
+    assert!(
+        read_limits(dirs).same_enforcement(original),
+        "{x} back at its limits"
+    );
+    // Five ticks with the short job still waiting: the policy would take it again.
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(5) {
+        assert!(!cluster.throttled().contains(&x), "{x} was taken again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(waiting(), "the short job still waits");
+    assert!(!cluster.throttled().is_empty(), "the others stay suspended");
+    let (ok, out, _) = preemptor_cli(&[&["status"][..], &at[..]].concat()).await;
+    assert!(ok);
+    assert!(out.contains(&format!("never taken again): {xs}")), "{out}");
+
+    let (ok, _, err) = preemptor_cli(&[
+        "resume",
+        "--all",
+        "--controller",
+        "http://127.0.0.1:1",
+        "--token-file",
+        &good,
+    ])
+    .await;
+    assert!(!ok);
+    assert!(
+        err.contains("cannot reach the controller at http://127.0.0.1:1"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+
+    let (ok, out, err) =
+        preemptor_cli(&[&["resume", "--all", "--hold-off", "60s"][..], &at[..]].concat()).await;
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("hold-off until"), "{out}");
+    let capacities = || {
+        let rm = rm.clone();
+        let physical: Vec<_> = cluster
+            .h()
+            .inspect(|s| s.nodes.iter().map(|n| (n.id.clone(), n.capacity)).collect());
+        async move {
+            let mut back = true;
+            for (node, capacity) in physical {
+                let on_rm = rm.node(&node).await.expect("node from the RM");
+                back &= on_rm.value.total_resource.to_resource() == capacity;
+            }
+            back
+        }
+    };
+    let t = Instant::now();
+    while !cluster.throttled().is_empty() || !capacities().await {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "not everything went back: {:?}",
+            cluster.throttled()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_all_original(&cluster);
+    // The hold-off: nothing is taken though the short job still waits.
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(3) {
+        assert!(cluster.throttled().is_empty(), "taken during the hold-off");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(waiting());
+    assert!(capacities().await);
+    let (ok, out, _) = preemptor_cli(&[&["status"][..], &at[..]].concat()).await;
+    assert!(ok);
+    assert!(
+        out.contains("hold-off: nothing new is taken until"),
+        "{out}"
+    );
+    assert!(out.contains("set by `preemptor resume --all`"), "{out}");
+
+    // restore-capacities: through the controller; a wrong token is an error, never the
+    // offline path; with nothing listening, the record (empty here).
+    let (ok, out, err) =
+        preemptor_cli(&[&["restore-capacities", "--hold-off", "30s"][..], &at[..]].concat()).await;
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("hold-off until"), "{out}");
+    let conf = tempfile::tempdir().expect("conf dir");
+    crate::common::controller_conf_dir(
+        conf.path(),
+        &[],
+        &[(
+            "yarn.preemptor.rm.address",
+            cluster.h().rm_url().to_string(),
+        )],
+    );
+    let conf_dir = conf.path().display().to_string();
+    let (ok, out, err) = preemptor_cli(&[
+        "restore-capacities",
+        "--controller",
+        &url,
+        "--token-file",
+        &bad,
+        "--conf-dir",
+        &conf_dir,
+    ])
+    .await;
+    assert!(!ok, "{out}");
+    assert!(err.contains("refused the token"), "{err}");
+    assert!(!out.contains("offline"), "{out}");
+    let (ok, out, err) = preemptor_cli(&[
+        "restore-capacities",
+        "--controller",
+        "http://127.0.0.1:1",
+        "--token-file",
+        &good,
+        "--conf-dir",
+        &conf_dir,
+    ])
+    .await;
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("no controller answers"), "{out}");
+    assert!(out.contains("restoring offline"), "{out}");
+    assert!(out.contains("nothing to restore"), "{out}");
+    println!(
+        "operator commands checked in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+
+    rm.kill_app(&short).await.expect("kill the short job");
+    let report = controller.shutdown(false).await.expect("shutdown");
+    assert!(report.failed.is_empty(), "{report:?}");
+    assert_all_original(&cluster);
+    stop(cluster).await;
 }

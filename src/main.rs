@@ -68,7 +68,13 @@ enum Command {
     Status(preemptor::controller::status::StatusArgs),
     #[command(about = "Create bearer-token files for the agent and controller APIs")]
     Token(TokenArgs),
-    #[command(about = "Put nodes a killed controller had raised back at their physical capacity")]
+    #[command(
+        about = "Resume a container the controller holds (and exempt it), or everything with --all"
+    )]
+    Resume(preemptor::controller::ops::ResumeArgs),
+    #[command(
+        about = "Put raised nodes back at their physical capacity: through the running controller, else from its record"
+    )]
     RestoreCapacities(preemptor::controller::restore::RestoreCapacitiesArgs),
 }
 
@@ -190,6 +196,10 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             runtime()?.block_on(preemptor::controller::status::status(args))?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Resume(args) => {
+            runtime()?.block_on(preemptor::controller::ops::resume(args))?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Token(args) => {
             create_tokens(&args)?;
             Ok(ExitCode::SUCCESS)
@@ -293,7 +303,15 @@ mod tests {
     fn subcommand_help_keeps_each_commands_long_description() {
         // A doc comment on a variant would reset the long description its arguments set.
         let cli = <Cli as clap::CommandFactory>::command();
-        for name in ["controller", "emulate", "nodemanager", "token"] {
+        for name in [
+            "controller",
+            "emulate",
+            "nodemanager",
+            "token",
+            "status",
+            "resume",
+            "restore-capacities",
+        ] {
             let sub = cli
                 .find_subcommand(name)
                 .unwrap_or_else(|| panic!("no subcommand {name}"));

@@ -1,32 +1,41 @@
-//! The controller's HTTP API: status, events (SSE), metrics and the dashboard.
-//! Read-only: every route is a GET. Documented in docs/dashboard.md.
+//! The controller's HTTP API: status, events (SSE), metrics and the dashboard (GET), and
+//! the operator's write routes (POST): resume a container, resume everything, restore
+//! node capacities, carried out by the tick loop ([`super::operator`]). Documented in
+//! docs/dashboard.md.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
+use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
 use tokio_util::sync::CancellationToken;
 
 use super::history::HistoryReport;
 use super::hub::{ActionRecord, ControllerEvent, Hub, StatusReport};
+use super::operator::{
+    DEFAULT_HOLD_OFF, MAX_HOLD_OFF, Operator, OperatorError, Reply, Request as Ask,
+};
 use super::{dashboard, metrics};
 
 /// Actions kept for the dashboard and `/api/v1/actions`.
 pub const RECENT_ACTIONS: usize = 500;
 /// Short-job waits kept for the dashboard's chart.
 pub const RECENT_WAITS: usize = 1000;
-/// No route reads a body; anything larger is refused before it is buffered.
+/// The write routes' bodies are a few dozen bytes; anything larger is refused before it
+/// is buffered.
 const MAX_BODY_BYTES: usize = 1024;
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
@@ -36,6 +45,8 @@ struct ApiState {
     /// Ends the event streams, which would otherwise keep a graceful shutdown waiting.
     shutdown: CancellationToken,
     recent: Mutex<Recent>,
+    /// Hands the write routes' commands to the tick loop.
+    operator: Operator,
 }
 
 /// The tail of the event stream, caught up lazily on each read, so that a page load or
@@ -142,8 +153,14 @@ impl IntoResponse for ApiError {
 }
 
 /// Every route of the controller's API. `token` guards all but `/healthz`; cancelling
-/// `shutdown` ends every open event stream.
-pub fn router(hub: Hub, token: Arc<Vec<u8>>, shutdown: CancellationToken) -> Router {
+/// `shutdown` ends every open event stream; `operator` takes the write routes' commands
+/// to the tick loop.
+pub fn router(
+    hub: Hub,
+    token: Arc<Vec<u8>>,
+    shutdown: CancellationToken,
+    operator: Operator,
+) -> Router {
     let state = Arc::new(ApiState {
         recent: Mutex::new(Recent {
             rx: hub.subscribe(),
@@ -154,6 +171,7 @@ pub fn router(hub: Hub, token: Arc<Vec<u8>>, shutdown: CancellationToken) -> Rou
         hub,
         token,
         shutdown,
+        operator,
     });
     let protected = Router::new()
         .route("/", get(dashboard_page))
@@ -163,14 +181,22 @@ pub fn router(hub: Hub, token: Arc<Vec<u8>>, shutdown: CancellationToken) -> Rou
         .route("/api/v1/history", get(history))
         .route("/metrics", get(metrics_text))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+    let write = Router::new()
+        .route("/api/v1/resume", post(resume))
+        .route("/api/v1/restore-capacities", post(restore_capacities))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            require_header_token,
+        ));
     Router::new()
         .route(
             "/healthz",
             get(|| async { Json(serde_json::json!({"status": "ok"})) }),
         )
         .merge(protected)
+        .merge(write)
         .fallback(not_found)
-        .method_not_allowed_fallback(read_only)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }
@@ -210,10 +236,10 @@ fn percent_decode(s: &str) -> Vec<u8> {
 
 async fn require_token(State(st): State<Arc<ApiState>>, req: Request, next: Next) -> Response {
     let presented = presented_token(&req);
-    let ok = presented
+    if presented
         .as_deref()
-        .is_some_and(|t| crate::auth::token_matches(t, &st.token));
-    if ok {
+        .is_some_and(|t| crate::auth::token_matches(t, &st.token))
+    {
         return next.run(req).await;
     }
     let reason = if presented.is_some() {
@@ -222,10 +248,165 @@ async fn require_token(State(st): State<Arc<ApiState>>, req: Request, next: Next
         "missing token: send `Authorization: Bearer <token>` or, from a browser, add \
          `?token=<token>` to the URL (the controller's --token-file)"
     };
+    unauthorized(reason)
+}
+
+/// The write routes take the token from the header only: a URL with `?token=` (a
+/// dashboard link, a browser's history) must not be able to act.
+async fn require_header_token(
+    State(st): State<Arc<ApiState>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let presented = crate::auth::bearer_token(req.headers()).map(|t| t.as_bytes().to_vec());
+    if presented
+        .as_deref()
+        .is_some_and(|t| crate::auth::token_matches(t, &st.token))
+    {
+        return next.run(req).await;
+    }
+    unauthorized(if presented.is_some() {
+        "wrong token"
+    } else {
+        "missing token: the write routes take it only as `Authorization: Bearer <token>` \
+         (the controller's --token-file), never in the URL"
+    })
+}
+
+fn unauthorized(reason: &str) -> Response {
     ApiError {
         status: StatusCode::UNAUTHORIZED,
         code: "unauthorized",
         reason: reason.into(),
+    }
+    .into_response()
+}
+
+/// `POST /api/v1/resume`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ResumeBody {
+    container: Option<String>,
+    #[serde(default)]
+    all: bool,
+    hold_off_seconds: Option<u64>,
+}
+
+/// `POST /api/v1/restore-capacities`; the body may be empty.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RestoreBody {
+    hold_off_seconds: Option<u64>,
+}
+
+fn bad_request(reason: String) -> ApiError {
+    ApiError {
+        status: StatusCode::BAD_REQUEST,
+        code: "bad_request",
+        reason,
+    }
+}
+
+/// The JSON body, or `empty` for an empty one where that is allowed.
+fn json_body<T: DeserializeOwned>(
+    body: Result<Bytes, BytesRejection>,
+    empty: Option<T>,
+) -> Result<T, ApiError> {
+    let body = body.map_err(|r| ApiError {
+        status: r.status(),
+        code: "bad_request",
+        reason: r.body_text(),
+    })?;
+    if body.iter().all(u8::is_ascii_whitespace)
+        && let Some(e) = empty
+    {
+        return Ok(e);
+    }
+    serde_json::from_slice(&body).map_err(|e| bad_request(format!("body: {e}")))
+}
+
+fn hold_off(seconds: Option<u64>) -> Result<Duration, ApiError> {
+    let Some(s) = seconds else {
+        return Ok(DEFAULT_HOLD_OFF);
+    };
+    let d = Duration::from_secs(s);
+    if d > MAX_HOLD_OFF {
+        return Err(bad_request(format!(
+            "holdOffSeconds {s} is more than a day ({} s)",
+            MAX_HOLD_OFF.as_secs()
+        )));
+    }
+    Ok(d)
+}
+
+async fn resume(
+    State(st): State<Arc<ApiState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let b: ResumeBody = json_body(body, None)?;
+    let ask = match (b.container, b.all) {
+        (Some(_), true) => {
+            return Err(bad_request(
+                "give either `container` or `all`, not both".into(),
+            ));
+        }
+        (Some(c), false) => {
+            if b.hold_off_seconds.is_some() {
+                return Err(bad_request(
+                    "`holdOffSeconds` goes with `all`, not with one container".into(),
+                ));
+            }
+            let id = c.trim().parse().map_err(|e| {
+                bad_request(format!("container {c:?} is not a YARN container id: {e}"))
+            })?;
+            Ask::Resume(id)
+        }
+        (None, true) => Ask::ResumeAll {
+            hold_off: hold_off(b.hold_off_seconds)?,
+            by: "resume --all",
+        },
+        (None, false) => {
+            return Err(bad_request(
+                "expected {\"container\": \"container_...\"} or {\"all\": true}".into(),
+            ));
+        }
+    };
+    Ok(answered(st.operator.ask(ask).await))
+}
+
+async fn restore_capacities(
+    State(st): State<Arc<ApiState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let b = json_body(body, Some(RestoreBody::default()))?;
+    let ask = Ask::ResumeAll {
+        hold_off: hold_off(b.hold_off_seconds)?,
+        by: "restore-capacities",
+    };
+    Ok(answered(st.operator.ask(ask).await))
+}
+
+fn answered(reply: Result<Reply, OperatorError>) -> Response {
+    let (status, code, reason) = match reply {
+        Ok(Reply::Accepted(a)) => return (StatusCode::ACCEPTED, Json(a)).into_response(),
+        Ok(Reply::NotHeld(reason)) => (StatusCode::NOT_FOUND, "not_held", reason),
+        Ok(Reply::ObserveOnly) => (
+            StatusCode::CONFLICT,
+            "observe_only",
+            "the controller is observe-only (yarn.preemptor.observe-only or --observe-only): \
+             it acts on nothing, so it holds nothing to resume or restore"
+                .to_string(),
+        ),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            e.to_string(),
+        ),
+    };
+    ApiError {
+        status,
+        code,
+        reason,
     }
     .into_response()
 }
@@ -305,17 +486,20 @@ async fn not_found() -> ApiError {
     ApiError {
         status: StatusCode::NOT_FOUND,
         code: "not_found",
-        reason: "no such route; see docs/dashboard.md (/, /api/v1/status, \
-                 /api/v1/actions, /api/v1/history, /api/v1/events, /metrics, /healthz)"
+        reason: "no such route; see docs/dashboard.md (GET /, /api/v1/status, \
+                 /api/v1/actions, /api/v1/history, /api/v1/events, /metrics, /healthz; \
+                 POST /api/v1/resume, /api/v1/restore-capacities)"
             .into(),
     }
 }
 
-async fn read_only() -> ApiError {
+async fn method_not_allowed() -> ApiError {
     ApiError {
         status: StatusCode::METHOD_NOT_ALLOWED,
         code: "method_not_allowed",
-        reason: "the controller API is read-only: use GET".into(),
+        reason: "/api/v1/resume and /api/v1/restore-capacities take POST, every other \
+                 route GET"
+            .into(),
     }
 }
 
@@ -323,16 +507,253 @@ async fn read_only() -> ApiError {
 mod tests {
     use super::*;
     use crate::controller::hub::Outcome;
+    use crate::controller::operator::Accepted;
     use axum::body::Body;
     use http_body_util::BodyExt;
     use tower::ServiceExt;
 
-    fn app(hub: &Hub) -> Router {
-        router(
+    type Asked = Arc<Mutex<Vec<Ask>>>;
+
+    /// The router with a stand-in for the tick loop that answers each command with
+    /// `answer` and keeps what it was asked.
+    fn app_with(hub: &Hub, answer: impl Fn(&Ask) -> Reply + Send + 'static) -> (Router, Asked) {
+        let (operator, mut rx) = Operator::channel();
+        let asked: Asked = Arc::default();
+        let kept = asked.clone();
+        tokio::spawn(async move {
+            while let Some(cmd) = rx.recv().await {
+                let reply = answer(&cmd.request);
+                kept.lock().unwrap().push(cmd.request);
+                let _ = cmd.reply.send(reply);
+            }
+        });
+        let app = router(
             hub.clone(),
             Arc::new(b"s3cr+t/=".to_vec()),
             CancellationToken::new(),
+            operator,
+        );
+        (app, asked)
+    }
+
+    fn app(hub: &Hub) -> Router {
+        app_with(hub, |_| Reply::ObserveOnly).0
+    }
+
+    async fn post(
+        app: &Router,
+        uri: &str,
+        bearer: Option<&str>,
+        body: impl Into<Body>,
+    ) -> (StatusCode, String) {
+        let mut req =
+            axum::http::Request::post(uri).header(header::CONTENT_TYPE, "application/json");
+        if let Some(t) = bearer {
+            req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+        }
+        let resp = app
+            .clone()
+            .oneshot(req.body(body.into()).unwrap())
+            .await
+            .unwrap();
+        let status = resp.status();
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    const HELD: &str = "container_1700000000000_0001_01_000002";
+
+    /// Like the loop: `HELD` is held, nothing else.
+    fn holds_one(ask: &Ask) -> Reply {
+        match ask {
+            Ask::Resume(id) if id.to_string() == HELD => Reply::Accepted(Accepted {
+                message: format!("{id} will be resumed"),
+                resuming: vec![id.to_string()],
+                ..Accepted::default()
+            }),
+            Ask::Resume(id) => Reply::NotHeld(format!("the controller holds no container {id}")),
+            Ask::ResumeAll { hold_off, .. } => Reply::Accepted(Accepted {
+                message: "everything goes back".into(),
+                resuming: vec![HELD.into()],
+                restoring: vec!["nm1:8042".into()],
+                hold_off_until_ms: Some(hold_off.as_secs()),
+            }),
+        }
+    }
+
+    #[tokio::test]
+    async fn write_routes_take_the_token_only_from_the_header() {
+        let (app, asked) = app_with(&Hub::new(), holds_one);
+        let body = format!(r#"{{"container":"{HELD}"}}"#);
+        for (uri, bearer, why) in [
+            ("/api/v1/resume", None, "missing token"),
+            ("/api/v1/resume", Some("nope"), "wrong token"),
+            ("/api/v1/resume?token=s3cr%2Bt/=", None, "never in the URL"),
+            ("/api/v1/restore-capacities", Some("s3cr+t/"), "wrong token"),
+        ] {
+            let (code, text) = post(&app, uri, bearer, body.clone()).await;
+            assert_eq!(code, StatusCode::UNAUTHORIZED, "{uri} {bearer:?}");
+            let err: ErrorBody = serde_json::from_str(&text).unwrap();
+            assert!(err.reason.contains(why), "{text}");
+        }
+        assert!(asked.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn resume_is_handed_to_the_loop_and_its_answer_becomes_202_or_404() {
+        let (app, asked) = app_with(&Hub::new(), holds_one);
+        let (code, text) = post(
+            &app,
+            "/api/v1/resume",
+            Some("s3cr+t/="),
+            format!(r#"{{"container":" {HELD} "}}"#),
         )
+        .await;
+        assert_eq!(code, StatusCode::ACCEPTED, "{text}");
+        let a: Accepted = serde_json::from_str(&text).unwrap();
+        assert_eq!(a.resuming, [HELD]);
+
+        let other = "container_1700000000000_0001_01_000009";
+        let (code, text) = post(
+            &app,
+            "/api/v1/resume",
+            Some("s3cr+t/="),
+            format!(r#"{{"container":"{other}"}}"#),
+        )
+        .await;
+        assert_eq!(code, StatusCode::NOT_FOUND, "{text}");
+        let err: ErrorBody = serde_json::from_str(&text).unwrap();
+        assert_eq!(err.error, "not_held");
+        assert!(err.reason.contains(other), "{text}");
+        assert_eq!(
+            *asked.lock().unwrap(),
+            [
+                Ask::Resume(HELD.parse().unwrap()),
+                Ask::Resume(other.parse().unwrap())
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn resume_all_and_restore_capacities_carry_their_hold_off() {
+        let (app, asked) = app_with(&Hub::new(), holds_one);
+        for (uri, body) in [
+            ("/api/v1/resume", r#"{"all":true}"#),
+            ("/api/v1/resume", r#"{"all":true,"holdOffSeconds":60}"#),
+            ("/api/v1/restore-capacities", ""),
+            ("/api/v1/restore-capacities", r#"{"holdOffSeconds":0}"#),
+        ] {
+            let (code, text) = post(&app, uri, Some("s3cr+t/="), body).await;
+            assert_eq!(code, StatusCode::ACCEPTED, "{uri} {body}: {text}");
+            let a: Accepted = serde_json::from_str(&text).unwrap();
+            assert_eq!(a.restoring, ["nm1:8042"]);
+        }
+        assert_eq!(
+            *asked.lock().unwrap(),
+            [
+                Ask::ResumeAll {
+                    hold_off: DEFAULT_HOLD_OFF,
+                    by: "resume --all"
+                },
+                Ask::ResumeAll {
+                    hold_off: Duration::from_secs(60),
+                    by: "resume --all"
+                },
+                Ask::ResumeAll {
+                    hold_off: DEFAULT_HOLD_OFF,
+                    by: "restore-capacities"
+                },
+                Ask::ResumeAll {
+                    hold_off: Duration::ZERO,
+                    by: "restore-capacities"
+                },
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn malformed_bodies_are_400s_that_never_reach_the_loop() {
+        let (app, asked) = app_with(&Hub::new(), holds_one);
+        let resume = "/api/v1/resume";
+        let restore = "/api/v1/restore-capacities";
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            (resume, b"".to_vec()),
+            (resume, b"{".to_vec()),
+            (resume, b"[]".to_vec()),
+            (resume, b"null".to_vec()),
+            (resume, b"{}".to_vec()),
+            (resume, br#"{"all":false}"#.to_vec()),
+            (resume, br#"{"container":1}"#.to_vec()),
+            (resume, br#"{"container":"nope"}"#.to_vec()),
+            (
+                resume,
+                br#"{"container":"container_1_0001_01_000002","all":true}"#.to_vec(),
+            ),
+            (
+                resume,
+                br#"{"container":"container_1_0001_01_000002","holdOffSeconds":5}"#.to_vec(),
+            ),
+            (resume, br#"{"all":true,"holdOffSeconds":-1}"#.to_vec()),
+            (resume, br#"{"all":true,"holdOffSeconds":1.5}"#.to_vec()),
+            (
+                resume,
+                br#"{"all":true,"holdOffSeconds":18446744073709551615}"#.to_vec(),
+            ),
+            (
+                resume,
+                br#"{"all":true,"holdOffSeconds":99999999999999999999999}"#.to_vec(),
+            ),
+            (resume, br#"{"all":true,"extra":1}"#.to_vec()),
+            (resume, b"\xff\xfe{\"all\":true}".to_vec()),
+            (restore, br#"{"all":true}"#.to_vec()),
+            (restore, b"not json".to_vec()),
+        ];
+        for (uri, body) in cases {
+            let shown = String::from_utf8_lossy(&body).into_owned();
+            let (code, text) = post(&app, uri, Some("s3cr+t/="), body).await;
+            assert_eq!(code, StatusCode::BAD_REQUEST, "{uri} {shown}: {text}");
+            let err: ErrorBody = serde_json::from_str(&text).expect(&text);
+            assert_eq!(err.error, "bad_request");
+            assert!(!err.reason.is_empty());
+        }
+        // Larger than any command: refused before it is read.
+        let (code, _) = post(&app, resume, Some("s3cr+t/="), vec![b' '; 4096]).await;
+        assert_eq!(code, StatusCode::PAYLOAD_TOO_LARGE);
+        // Arbitrary bytes never panic the handler.
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(37);
+        for _ in 0..300 {
+            let len = rng.random_range(0..64);
+            let body: Vec<u8> = (0..len).map(|_| rng.random()).collect();
+            let (code, _) = post(&app, resume, Some("s3cr+t/="), body).await;
+            assert_eq!(code, StatusCode::BAD_REQUEST);
+        }
+        assert!(asked.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn observe_only_is_409_and_a_stopped_loop_503() {
+        let (app, _) = app_with(&Hub::new(), |_| Reply::ObserveOnly);
+        let (code, text) = post(&app, "/api/v1/restore-capacities", Some("s3cr+t/="), "").await;
+        assert_eq!(code, StatusCode::CONFLICT, "{text}");
+        assert!(
+            text.contains("observe_only") && text.contains("acts on nothing"),
+            "{text}"
+        );
+
+        let (operator, rx) = Operator::channel();
+        drop(rx);
+        let app = router(
+            Hub::new(),
+            Arc::new(b"s3cr+t/=".to_vec()),
+            CancellationToken::new(),
+            operator,
+        );
+        let (code, text) = post(&app, "/api/v1/resume", Some("s3cr+t/="), r#"{"all":true}"#).await;
+        assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE, "{text}");
+        // GET on a write route, POST on a read route.
+        let (code, _) = get(&app, "/api/v1/resume", Some("s3cr+t/=")).await;
+        assert_eq!(code, StatusCode::METHOD_NOT_ALLOWED);
     }
 
     async fn get(app: &Router, uri: &str, bearer: Option<&str>) -> (StatusCode, String) {

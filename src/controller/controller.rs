@@ -20,8 +20,9 @@ use super::agents::{Actuator, HttpAgents};
 use super::capacities::{CapacityLedger, LedgerError};
 use super::executor::{Completed, Executor, ExecutorLimits, JobDone, Trigger, unix_ms};
 use super::hub::{
-    AppRow, ContainerRow, Hub, NodeStatus, Outcome, QueueStatus, StatusReport, TickSummary,
+    AppRow, ContainerRow, HoldOff, Hub, NodeStatus, Outcome, QueueStatus, StatusReport, TickSummary,
 };
+use super::operator::{self, Accepted, Operator, Reply, Request};
 use super::short_label::{Readiness, ShortLabel};
 use super::view::{self, Memory, SHORT_PARTITION_LABEL};
 use crate::agent::api::{ActionRequest, AgentEvent, ContainerStatus, LeaseStatus};
@@ -31,7 +32,7 @@ use crate::cluster::{
 use crate::config::queues::QueueTree;
 use crate::config::settings::PreemptorSettings;
 use crate::config::{ConfigErrors, LoadedConfig};
-use crate::policy::{self, Action, ActionKind, Before, PolicyState};
+use crate::policy::{self, Action, ActionKind, Amount, Before, PolicyState};
 use crate::resources::{Limits, Resource};
 use crate::sync::lock;
 use crate::yarn::dto::{AppInfo, YarnApplicationState};
@@ -274,6 +275,7 @@ pub async fn start(config: ControllerConfig) -> Result<ControllerHandle, Control
     };
     let cancel = CancellationToken::new();
     let tracker = TaskTracker::new();
+    let (operator, operator_rx) = Operator::channel();
 
     let mut api_url = None;
     if let Some(addr) = config.api_listen {
@@ -284,6 +286,7 @@ pub async fn start(config: ControllerConfig) -> Result<ControllerHandle, Control
             hub.clone(),
             Arc::new(config.api_token.clone()),
             cancel.clone(),
+            operator.clone(),
         );
         let c = cancel.clone();
         tracker.spawn(async move {
@@ -395,6 +398,8 @@ pub async fn start(config: ControllerConfig) -> Result<ControllerHandle, Control
         failed_since_tick: 0,
         recovered: false,
         held_since: HashMap::new(),
+        exempt: HashSet::new(),
+        hold_off: None,
         short_label,
         _sub_tx: sub_tx,
     };
@@ -406,6 +411,7 @@ pub async fn start(config: ControllerConfig) -> Result<ControllerHandle, Control
                 events: event_rx,
                 polls: poll_rx,
                 commands: cmd_rx,
+                operator: operator_rx,
                 results,
             },
             c,
@@ -452,6 +458,33 @@ fn hostname() -> String {
 
 fn is_held(s: ContainerState) -> bool {
     matches!(s, ContainerState::Suspended | ContainerState::Shrunk)
+}
+
+/// An operator's `resume --all` or `restore-capacities`.
+struct HoldOffState {
+    until_ms: u64,
+    by: &'static str,
+    /// Ticks that gave everything back so far.
+    ticks: u32,
+}
+
+impl HoldOffState {
+    fn status(&self) -> HoldOff {
+        HoldOff {
+            until_ms: self.until_ms,
+            by: self.by.to_string(),
+        }
+    }
+}
+
+/// Adds the controller's own actions to `plan`: to be carried out, or, observing only,
+/// logged.
+fn add_actions(plan: &mut policy::Plan, actions: Vec<Action>) {
+    if plan.observe_only {
+        plan.observed.extend(actions);
+    } else {
+        plan.actions.extend(actions);
+    }
 }
 
 /// Renews every known agent's lease three times per lease period, whatever the RM does.
@@ -568,6 +601,10 @@ struct Loop {
     short_label: ShortLabel,
     /// Suspended or shrunk containers, and when a tick first saw them so.
     held_since: HashMap<ContainerId, u64>,
+    /// Containers an operator resumed: never taken again while they live.
+    exempt: HashSet<ContainerId>,
+    /// An operator's `resume --all` or `restore-capacities`, while it lasts.
+    hold_off: Option<HoldOffState>,
     _sub_tx: mpsc::Sender<SubmissionSeen>,
 }
 
@@ -577,6 +614,8 @@ struct Inputs {
     events: mpsc::Receiver<Instant>,
     polls: mpsc::Receiver<Instant>,
     commands: mpsc::Receiver<Command>,
+    /// The API's write routes.
+    operator: mpsc::Receiver<operator::Command>,
     /// Jobs of actions sent out by earlier ticks, back.
     results: mpsc::UnboundedReceiver<JobDone>,
 }
@@ -588,6 +627,7 @@ impl Loop {
             mut events,
             mut polls,
             mut commands,
+            mut operator,
             mut results,
         } = inputs;
         let mut timer = tokio::time::interval(self.interval());
@@ -603,6 +643,10 @@ impl Loop {
                 }
                 Some(at) = events.recv() => Trigger { kind: "agent-event", at },
                 Some(at) = polls.recv() => Trigger { kind: "rm-submission", at },
+                Some(cmd) = operator.recv() => match self.operator(cmd) {
+                    Some(t) => t,
+                    None => continue,
+                },
                 Some(done) = results.recv() => {
                     let c = self.executor.complete(done, &mut self.memory);
                     self.took_in(c);
@@ -710,6 +754,7 @@ impl Loop {
                 status.rm_reachable = false;
                 status.policy = self.settings.policy.kind.to_string();
                 status.observe_only = self.settings.policy.observe_only;
+                status.hold_off = self.hold_off.as_ref().map(HoldOffState::status);
                 self.hub.set_status(status);
                 self.finish_tick(trigger, started, 0, 0);
                 return;
@@ -846,6 +891,7 @@ impl Loop {
             queues: &self.queues,
             class_cutoff_secs: self.settings.policy.class_cutoff_secs,
             agents: &statuses,
+            exempt: &self.exempt,
             now,
         };
         let observation = match view::build(&snapshot, &inputs, &mut self.memory) {
@@ -871,7 +917,11 @@ impl Loop {
             skipped,
             queue_source,
             queue_disagreements,
+            resuming,
         } = observation;
+        // An exempt container gone from the RM and its agent will not come back.
+        self.exempt
+            .retain(|id| view.container_by_id(id).is_some() || statuses.contains_key(id));
 
         for (app, wait) in view::first_containers(&view, now) {
             if self.waited.insert(app) {
@@ -886,9 +936,26 @@ impl Loop {
             .submitted
             .retain(|a, seen| live.contains(a) || now.saturating_sub(*seen) < 600_000);
 
-        let mut plan = policy::decide(&view, &mut self.policy, now);
-        self.hold_back_partitions(&mut plan, &snapshot.scheduler, &view, now)
-            .await;
+        let kind = self.settings.policy.kind;
+        let mut plan = match self.holding_off(now) {
+            Some(reason) => {
+                let actions = operator::give_back(&view, &self.memory.partitions, kind, &reason);
+                self.plan_of(actions, now)
+            }
+            None => {
+                let mut plan = policy::decide(&view, &mut self.policy, now);
+                self.hold_back_partitions(&mut plan, &snapshot.scheduler, &view, now)
+                    .await;
+                plan
+            }
+        };
+        let resumes = operator::exempt_resumes(
+            &view,
+            &resuming,
+            kind,
+            "operator resume (`preemptor resume`): never taken again",
+        );
+        add_actions(&mut plan, resumes);
         for n in &plan.notes {
             tracing::info!(note = %n, "policy");
         }
@@ -905,12 +972,15 @@ impl Loop {
         if let Some(secs) = held_for {
             self.hub.add_reclaimed(reclaimed_limits(&view), secs);
         }
-        self.held_since.retain(|id, _| {
-            view.container_by_id(id)
-                .is_some_and(|i| is_held(view.container(i).state))
-        });
-        for c in view.containers.iter().filter(|c| is_held(c.state)) {
-            self.held_since.entry(c.id).or_insert(now);
+        // Exempt containers being resumed are still held, whatever the view shows.
+        let held_now: HashSet<ContainerId> = (view.containers.iter())
+            .filter(|c| is_held(c.state))
+            .map(|c| c.id)
+            .chain(resuming.iter().map(|r| r.container))
+            .collect();
+        self.held_since.retain(|id, _| held_now.contains(id));
+        for id in held_now {
+            self.held_since.entry(id).or_insert(now);
         }
         let mut status = self.status(
             &view,
@@ -924,8 +994,170 @@ impl Loop {
         status.queue_source = queue_source;
         status.queue_disagreements = queue_disagreements;
         status.skipped = skipped;
+        status.hold_off = self.hold_off.as_ref().map(HoldOffState::status);
+        let mut exempt: Vec<String> = self.exempt.iter().map(ToString::to_string).collect();
+        exempt.sort_unstable();
+        status.exempt = exempt;
+        for r in &resuming {
+            let id = r.container.to_string();
+            let row = (status.nodes.iter_mut())
+                .flat_map(|n| n.containers.iter_mut())
+                .find(|c| c.id == id);
+            if let Some(row) = row {
+                row.state = r.state;
+                row.current = r.current;
+            }
+            match r.state {
+                ContainerState::Suspended => status.suspended += 1,
+                ContainerState::Shrunk => status.shrunk += 1,
+                _ => {}
+            }
+        }
         self.hub.set_status(status);
         self.finish_tick(trigger, started, sent.actions, late);
+    }
+
+    /// Answers an operator's command and arms what the ticks carry out from the next one
+    /// on; `None` when there is nothing to carry out.
+    fn operator(&mut self, cmd: operator::Command) -> Option<Trigger> {
+        let operator::Command { request, reply } = cmd;
+        if self.settings.policy.observe_only {
+            let _ = reply.send(Reply::ObserveOnly);
+            return None;
+        }
+        let accepted = match request {
+            Request::Resume(id) => {
+                if !self.holds(&id) {
+                    let _ = reply.send(Reply::NotHeld(format!(
+                        "the controller holds no container {id}: it is neither suspended nor \
+                         shrunk (`preemptor status` lists what is held)"
+                    )));
+                    return None;
+                }
+                self.exempt.insert(id);
+                // A retry of an earlier suspend or shrink would take it again.
+                self.executor
+                    .drop_retries(|a| a.kind.container() == Some(id));
+                tracing::info!(container = %id, "operator: resume, and never take it again");
+                Accepted {
+                    message: format!("{id} will be resumed at once and never taken again"),
+                    resuming: vec![id.to_string()],
+                    ..Accepted::default()
+                }
+            }
+            Request::ResumeAll { hold_off, by } => {
+                let millis = u64::try_from(hold_off.as_millis()).unwrap_or(u64::MAX);
+                let until_ms = unix_ms().saturating_add(millis);
+                let resuming = self.held_containers();
+                let restoring = self.changed_nodes();
+                self.executor.drop_retries(|_| true);
+                // What the policy remembered explained what now goes back: it starts
+                // afresh after the hold-off, as after a restart.
+                self.policy = PolicyState::new(self.settings.policy.clone());
+                self.hold_off = Some(HoldOffState {
+                    until_ms,
+                    by,
+                    ticks: 0,
+                });
+                tracing::info!(
+                    by,
+                    containers = resuming.len(),
+                    nodes = restoring.len(),
+                    hold_off_ms = millis,
+                    "operator: everything goes back, nothing is taken until the hold-off ends"
+                );
+                Accepted {
+                    message: format!(
+                        "{} container(s) will be resumed and {} node(s) put back at their \
+                         physical capacity at once; nothing new is taken until {}",
+                        resuming.len(),
+                        restoring.len(),
+                        super::log::utc_millis(until_ms)
+                    ),
+                    resuming,
+                    restoring,
+                    hold_off_until_ms: Some(until_ms),
+                }
+            }
+        };
+        let _ = reply.send(Reply::Accepted(accepted));
+        Some(Trigger {
+            kind: "operator",
+            at: Instant::now(),
+        })
+    }
+
+    /// Whether `id` is suspended or shrunk: by the last tick's view, or its agent's report.
+    fn holds(&self, id: &ContainerId) -> bool {
+        self.held_since.contains_key(id)
+            || (self.last_statuses.values()).any(|(l, _)| {
+                l.iter()
+                    .any(|s| s.container == *id && s.changed && s.running)
+            })
+    }
+
+    fn held_containers(&self) -> Vec<String> {
+        let reported = (self.last_statuses.values())
+            .flat_map(|(l, _)| l.iter())
+            .filter(|s| s.changed && s.running)
+            .map(|s| s.container);
+        let all: BTreeSet<String> = (self.held_since.keys().copied())
+            .chain(reported)
+            .map(|c| c.to_string())
+            .collect();
+        all.into_iter().collect()
+    }
+
+    /// Nodes advertised other than their physical capacity, by the last tick or the record.
+    fn changed_nodes(&self) -> Vec<String> {
+        let status = self.hub.status();
+        let seen = (status.nodes.iter())
+            .filter(|n| n.advertised != n.capacity)
+            .map(|n| n.id.clone());
+        let recorded = self.executor.ledger().nodes().keys().map(|n| n.to_string());
+        let all: BTreeSet<String> = seen.chain(recorded).collect();
+        all.into_iter().collect()
+    }
+
+    /// The reason of this tick's give-back while an operator's hold-off lasts; `None`
+    /// once it is over. The first tick after the command gives back even when the
+    /// hold-off is zero.
+    fn holding_off(&mut self, now: u64) -> Option<String> {
+        let h = self.hold_off.as_mut()?;
+        if h.ticks > 0 && now >= h.until_ms {
+            tracing::info!(
+                by = h.by,
+                "operator's hold-off over: the policy decides again"
+            );
+            self.hold_off = None;
+            return None;
+        }
+        h.ticks += 1;
+        Some(format!(
+            "operator {}: everything goes back, nothing is taken until {}",
+            h.by,
+            super::log::utc_millis(h.until_ms)
+        ))
+    }
+
+    /// A plan of the controller's own actions, not the policy's.
+    fn plan_of(&self, actions: Vec<Action>, now: u64) -> policy::Plan {
+        let mut plan = policy::Plan {
+            now,
+            policy: self.settings.policy.kind,
+            actions: Vec::new(),
+            observe_only: self.settings.policy.observe_only,
+            observed: Vec::new(),
+            pending_kills: Vec::new(),
+            queues: Vec::new(),
+            reclaimed: Amount::ZERO,
+            restored: Amount::ZERO,
+            round_cap: Amount::ZERO,
+            dice: None,
+            notes: Vec::new(),
+        };
+        add_actions(&mut plan, actions);
+        plan
     }
 
     /// Partition changes go out only once the RM has the short label and the short
@@ -1440,6 +1672,63 @@ mod tests {
         })
         .await;
         assert!(end.is_ok(), "the event stream was not closed");
+    }
+
+    #[tokio::test]
+    async fn the_loop_answers_operator_commands_and_refuses_them_observing_only() {
+        let dir = conf_dir("immediate");
+        let any_port = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+        let handle = started_with_api(&dir, Some(any_port)).await;
+        let http = crate::tls::http_client_builder().build().unwrap();
+        let api = handle.api_url().unwrap();
+        let post = |route: &str, body: &'static str| {
+            http.post(format!("{api}{route}"))
+                .bearer_auth("t")
+                .body(body)
+                .send()
+        };
+        let held = post(
+            "/api/v1/resume",
+            r#"{"container":"container_1700000000000_0001_01_000002"}"#,
+        )
+        .await
+        .unwrap();
+        assert_eq!(held.status(), 404);
+        assert!(held.text().await.unwrap().contains("holds no container"));
+        let all = post("/api/v1/resume", r#"{"all":true,"holdOffSeconds":120}"#)
+            .await
+            .unwrap();
+        assert_eq!(all.status(), 202);
+        let accepted: Accepted = all.json().await.unwrap();
+        let until = accepted.hold_off_until_ms.unwrap();
+        assert!(until >= unix_ms() + 110_000, "{accepted:?}");
+        // The tick it started shows the hold-off, the RM unreachable or not.
+        let hub = handle.hub();
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while hub.status().hold_off.as_ref().map(|h| h.until_ms) != Some(until) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("the hold-off in the status");
+        assert_eq!(hub.status().hold_off.as_ref().unwrap().by, "resume --all");
+        handle.shutdown(true).await.unwrap();
+
+        let loaded = crate::config::load_dir(dir.path()).unwrap();
+        let mut config = ControllerConfig::from_loaded(loaded, None, "t".into(), b"t".to_vec());
+        config.api_listen = Some(any_port);
+        config.settings.policy.observe_only = true;
+        let handle = start(config).await.unwrap();
+        let api = handle.api_url().unwrap();
+        let refused = http
+            .post(format!("{api}/api/v1/restore-capacities"))
+            .bearer_auth("t")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 409);
+        assert!(refused.text().await.unwrap().contains("observe-only"));
+        handle.shutdown(true).await.unwrap();
     }
 
     #[tokio::test]

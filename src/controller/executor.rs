@@ -48,8 +48,9 @@ const RM_LANE: &str = "resourcemanager";
 #[derive(Clone, Copy, Debug)]
 pub struct Trigger {
     /// `timer`, `submission` (the proxy), `rm-submission` (the RM's submission counter),
-    /// `agent-event`, `manual`, `reload`, `shutdown`, `restart` (the first tick's undo of
-    /// what an earlier run left).
+    /// `agent-event`, `manual`, `reload`, `operator` (`preemptor resume`,
+    /// `restore-capacities`), `shutdown`, `restart` (the first tick's undo of what an
+    /// earlier run left).
     pub kind: &'static str,
     pub at: Instant,
 }
@@ -229,6 +230,14 @@ impl Executor {
     /// Actions sent and not back yet.
     pub fn in_flight(&self) -> usize {
         self.in_flight.len()
+    }
+
+    /// Forgets the failed or deferred actions `which` picks, so that no retry takes what
+    /// an operator gave back; returns how many.
+    pub fn drop_retries(&mut self, which: impl Fn(&Action) -> bool) -> usize {
+        let before = self.failed.len();
+        self.failed.retain(|_, p| !which(&p.action));
+        before - self.failed.len()
     }
 
     /// Sends out `plan` (and the retries of earlier failures) on the cluster `view`

@@ -76,7 +76,8 @@ pub struct Amounts {
 #[serde(rename_all = "camelCase")]
 pub struct TickSummary {
     pub at_ms: u64,
-    /// `timer`, `submission`, `rm-submission`, `agent-event`, `manual`, `reload`, `shutdown`.
+    /// `timer`, `submission`, `rm-submission`, `agent-event`, `manual`, `reload`,
+    /// `operator`, `shutdown`.
     pub trigger: String,
     pub duration_ms: f64,
     /// Actions sent out.
@@ -209,6 +210,23 @@ pub struct StatusReport {
     /// The latest tick's summary; filled when the status is served.
     #[serde(default)]
     pub last_tick: Option<TickSummary>,
+    /// While set, nothing new is taken: an operator's `preemptor resume --all` or
+    /// `restore-capacities`.
+    #[serde(default)]
+    pub hold_off: Option<HoldOff>,
+    /// Containers an operator resumed (`preemptor resume CONTAINER`): never taken again.
+    #[serde(default)]
+    pub exempt: Vec<String>,
+}
+
+/// An operator's hold-off: until `until_ms`, held containers are resumed, raised nodes
+/// restored, and nothing new is taken.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HoldOff {
+    pub until_ms: u64,
+    /// The command that set it: `resume --all` or `restore-capacities`.
+    pub by: String,
 }
 
 /// One application of `/api/v1/status`.

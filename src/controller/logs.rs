@@ -106,8 +106,23 @@ impl ControllerClient {
     }
 
     async fn get(&self, path: &str) -> Result<(String, reqwest::Response), LogsError> {
+        self.send(reqwest::Method::GET, path, None).await
+    }
+
+    /// A request with the token; an answer other than 2xx is an error.
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        json: Option<Vec<u8>>,
+    ) -> Result<(String, reqwest::Response), LogsError> {
         let url = format!("{}{path}", self.base);
-        let mut req = self.http.get(&url);
+        let mut req = self.http.request(method, &url);
+        if let Some(body) = json {
+            req = req
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body);
+        }
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);
         }
@@ -143,26 +158,25 @@ impl ControllerClient {
         self.get_json("/api/v1/status", "status").await
     }
 
+    /// POSTs `body` as JSON and reads the JSON answer: the controller's write routes.
+    pub async fn post_json<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+        what: &str,
+    ) -> Result<T, LogsError> {
+        let json = body.to_string().into_bytes();
+        let (url, resp) = self.send(reqwest::Method::POST, path, Some(json)).await?;
+        read_json(url, resp, what).await
+    }
+
     async fn get_json<T: serde::de::DeserializeOwned>(
         &self,
         path: &str,
         what: &str,
     ) -> Result<T, LogsError> {
         let (url, resp) = self.get(path).await?;
-        let body = tokio::time::timeout(Duration::from_secs(30), resp.bytes())
-            .await
-            .map_err(|_| LogsError::Stream {
-                url: url.clone(),
-                reason: "timed out reading the answer".into(),
-            })?
-            .map_err(|e| LogsError::Stream {
-                url: url.clone(),
-                reason: e.to_string(),
-            })?;
-        serde_json::from_slice(&body).map_err(|e| LogsError::Stream {
-            url,
-            reason: format!("not a {what} answer: {e}"),
-        })
+        read_json(url, resp, what).await
     }
 
     /// Subscribes to `/api/v1/events`; the subscription exists once this returns. The
@@ -183,6 +197,28 @@ impl ControllerClient {
             })
             .boxed())
     }
+}
+
+/// The JSON answer of `url`, read within 30 s.
+async fn read_json<T: serde::de::DeserializeOwned>(
+    url: String,
+    resp: reqwest::Response,
+    what: &str,
+) -> Result<T, LogsError> {
+    let body = tokio::time::timeout(Duration::from_secs(30), resp.bytes())
+        .await
+        .map_err(|_| LogsError::Stream {
+            url: url.clone(),
+            reason: "timed out reading the answer".into(),
+        })?
+        .map_err(|e| LogsError::Stream {
+            url: url.clone(),
+            reason: e.to_string(),
+        })?;
+    serde_json::from_slice(&body).map_err(|e| LogsError::Stream {
+        url,
+        reason: format!("not a {what} answer: {e}"),
+    })
 }
 
 /// How records are written.

@@ -6,6 +6,8 @@
 //! - [`capacities`]: the durable record of the node capacities Preemptor changed, and
 //!   [`restore`]: `preemptor restore-capacities`, which puts them back;
 //! - [`controller`](mod@controller): the loop, [`start`] and [`ControllerHandle`];
+//! - [`operator`]: `preemptor resume` and `restore-capacities`, from the API to the loop,
+//!   and [`ops`]: their command line;
 //! - [`hub`]: what the API, the dashboard and the demo read, and [`history`]: the
 //!   dashboard's last minutes.
 //!
@@ -25,6 +27,8 @@ pub mod live_queues;
 pub mod log;
 pub mod logs;
 pub mod metrics;
+pub mod operator;
+pub mod ops;
 pub mod restore;
 pub mod short_label;
 pub mod status;

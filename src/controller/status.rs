@@ -2,50 +2,49 @@
 
 use std::fmt::Write as _;
 use std::io::{self, Write as _};
-use std::path::PathBuf;
 
 use super::hub::{ContainerRow, LeaseRow, NodeStatus, StatusReport};
 use super::log::utc_millis;
-use super::logs::{Format, LogsError, connect};
+use super::logs::Format;
+use super::ops::{ControllerTarget, OpsError};
 use crate::text::table;
 
 #[derive(Debug, clap::Args)]
 #[command(
     long_about = "Prints what a running controller holds right now, from its API \
 (/api/v1/status): the containers it has suspended or shrunk and since when, each node's \
-advertised capacity against its physical one, the agents' leases, and the last tick. \
-Nothing is changed.",
+advertised capacity against its physical one, the agents' leases, the last tick, an \
+operator's hold-off and the containers an operator exempted (`preemptor resume`). Nothing is \
+changed.\n\n\
+The controller's address and token come from --controller and --token-file, else from \
+preemptor-site.xml in --conf-dir (yarn.preemptor.controller.listen and .token-file).\n\n\
+Exit status: 0 when the controller answered, 1 otherwise.",
     after_help = "Example:\n  preemptor status --controller http://rm-host:8090 --token-file /etc/preemptor/controller.token"
 )]
 pub struct StatusArgs {
-    /// The controller's API address, e.g. http://rm-host:8090.
-    #[arg(long, env = "PREEMPTOR_CONTROLLER")]
-    pub controller: String,
-    /// File holding the controller's API token (whitespace trimmed); refused unless it
-    /// is a private (`chmod 600`), regular, non-empty file.
-    #[arg(long)]
-    pub token_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub target: ControllerTarget,
     /// `text`: tables for a person. `json`: the API's answer as it is.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
 }
 
-pub async fn status(args: StatusArgs) -> Result<(), LogsError> {
-    let client = connect(&args.controller, args.token_file.as_deref())?;
-    let report = client.status().await?;
+pub async fn status(args: StatusArgs) -> Result<(), OpsError> {
+    let c = args.target.connect()?;
+    let report = c.client.status().await.map_err(|e| c.explain(e))?;
     let out = match args.format {
         Format::Json => {
             let mut s = serde_json::to_string_pretty(&report)
-                .map_err(|e| LogsError::Output(io::Error::other(e)))?;
+                .map_err(|e| OpsError::Output(io::Error::other(e)))?;
             s.push('\n');
             s
         }
-        Format::Text => render(&report, &args.controller),
+        Format::Text => render(&report, &c.url),
     };
     io::stdout()
         .lock()
         .write_all(out.as_bytes())
-        .map_err(LogsError::Output)
+        .map_err(OpsError::Output)
 }
 
 /// The report as text: a header, then the queues, the nodes and the held containers.
@@ -88,6 +87,23 @@ pub fn render(s: &StatusReport, controller: &str) -> String {
         "held: {} suspended, {} shrunk, {} reclaimed from long jobs",
         s.suspended, s.shrunk, s.reclaimed
     );
+    if let Some(h) = &s.hold_off {
+        let left = h.until_ms.saturating_sub(s.at_ms);
+        let _ = writeln!(
+            out,
+            "hold-off: nothing new is taken until {} ({} left then), set by `preemptor {}`",
+            utc_millis(h.until_ms),
+            seconds(left),
+            h.by
+        );
+    }
+    if !s.exempt.is_empty() {
+        let _ = writeln!(
+            out,
+            "exempt (resumed by an operator, never taken again): {}",
+            s.exempt.join(" ")
+        );
+    }
 
     out.push('\n');
     let mut rows = vec![row(["QUEUE", "USED", "GUARANTEED", "PENDING"])];
@@ -297,6 +313,8 @@ mod tests {
             "{held}"
         );
         assert!(!text.contains("container_1_0001_01_000003"), "{text}");
+        assert!(!text.contains("hold-off"), "{text}");
+        assert!(!text.contains("exempt"), "{text}");
         let node = text
             .lines()
             .find(|l| l.starts_with("nm1:8042"))
@@ -333,6 +351,27 @@ mod tests {
         assert!(!text.contains("(raised)"), "{text}");
         assert!(
             text.contains("no container is suspended or shrunk"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn text_shows_an_operators_hold_off_and_exempt_containers() {
+        let mut r = report();
+        r.hold_off = Some(crate::controller::hub::HoldOff {
+            until_ms: r.at_ms + 240_000,
+            by: "resume --all".into(),
+        });
+        r.exempt = vec!["container_1_0001_01_000004".into()];
+        let text = render(&r, "http://c:8090");
+        assert!(
+            text.contains("hold-off: nothing new is taken until 2026-11-21T16:17:30.000Z (240.0 s left then), set by `preemptor resume --all`"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "exempt (resumed by an operator, never taken again): container_1_0001_01_000004"
+            ),
             "{text}"
         );
     }

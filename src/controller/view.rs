@@ -2,7 +2,7 @@
 //! agents' container reports, the proxy's submission timestamps and what the controller
 //! itself remembers (nodes' physical capacity, when a request started waiting).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::live_queues::{LiveQueues, QueueSource};
 use crate::agent::api::ContainerStatus;
@@ -40,7 +40,19 @@ pub struct Inputs<'a> {
     pub class_cutoff_secs: f64,
     /// Every agent's report on its containers, by container.
     pub agents: &'a HashMap<ContainerId, ContainerStatus>,
+    /// Containers an operator resumed (`preemptor resume`): never victims.
+    pub exempt: &'a HashSet<ContainerId>,
     pub now: Millis,
+}
+
+/// An exempt container its agent still reports held: the view shows it as it will be
+/// once resumed, and the controller resumes it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resuming {
+    pub container: ContainerId,
+    /// What its agent reports now.
+    pub state: ContainerState,
+    pub current: Limits,
 }
 
 /// Things the view left out, for the operator.
@@ -51,9 +63,14 @@ pub struct Observation {
     /// Where the queue tree came from, and how capacity-scheduler.xml differs from it.
     pub queue_source: QueueSource,
     pub queue_disagreements: Vec<String>,
+    /// Exempt containers still held, shown resumed in `view`.
+    pub resuming: Vec<Resuming>,
 }
 
-/// Builds the view. The queue tree is the RM's (see [`LiveQueues`]). Entities the rest
+/// Builds the view. The queue tree is the RM's (see [`LiveQueues`]). Exempt containers
+/// are unmanaged, so no policy picks them, and one still held is shown resumed (listed in
+/// `resuming`): the policy decides on the cluster as it will be once it is, so that its
+/// node's capacity goes down before the container takes its room back. Entities the rest
 /// of the view cannot place (an application in a queue the RM did not list, a container
 /// on an unknown node) are left out and named in `skipped`; they never fail the tick.
 pub fn build(
@@ -164,6 +181,7 @@ pub fn build(
         .retain(|id, _| app_index.contains_key(id));
 
     let mut containers = Vec::new();
+    let mut resuming = Vec::new();
     for c in &snapshot.containers {
         let Ok(id) = c.container_id.parse::<ContainerId>() else {
             continue;
@@ -190,6 +208,18 @@ pub fn build(
             Some(s) if s.changed => (s.limits.unwrap_or(Limits::from(allocated)), s.state),
             _ => (Limits::from(allocated), ContainerState::Running),
         };
+        let exempt = inputs.exempt.contains(&id);
+        let (current, state) = match state {
+            ContainerState::Suspended | ContainerState::Shrunk if exempt => {
+                resuming.push(Resuming {
+                    container: id,
+                    state,
+                    current,
+                });
+                (Limits::from(allocated), ContainerState::Running)
+            }
+            _ => (current, state),
+        };
         containers.push(Container {
             id,
             app,
@@ -204,7 +234,7 @@ pub fn build(
             attained_rate: 0.0,
             attained_as_of_ms: 0,
             swapping: report.is_some_and(|s| s.swapping),
-            managed: report.is_some(),
+            managed: report.is_some() && !exempt,
         });
     }
 
@@ -220,6 +250,7 @@ pub fn build(
         skipped,
         queue_source,
         queue_disagreements,
+        resuming,
     })
 }
 
@@ -442,6 +473,7 @@ mod tests {
             queues: &q,
             class_cutoff_secs: settings.policy.class_cutoff_secs,
             agents: &agents,
+            exempt: &HashSet::new(),
             now: 10_000,
         };
         let obs = build(&snapshot(), &inputs, &mut memory).unwrap();
@@ -489,6 +521,7 @@ mod tests {
             queues: &q,
             class_cutoff_secs: 90.0,
             agents: &agents,
+            exempt: &HashSet::new(),
             now: 10_000,
         };
         build(&snapshot(), &inputs, &mut memory).unwrap();
@@ -524,11 +557,114 @@ mod tests {
             queues: &q,
             class_cutoff_secs: 90.0,
             agents: &agents,
+            exempt: &HashSet::new(),
             now: 10_000,
         };
         let v = build(&s, &inputs, &mut memory).unwrap().view;
         let waits = first_containers(&v, 10_000);
         let short: ApplicationId = "application_1700000000000_0002".parse().unwrap();
         assert_eq!(waits, vec![(short, 400)]);
+    }
+    #[test]
+    fn exempt_containers_are_never_victims_and_a_held_one_is_seen_resumed() {
+        let q = queues();
+        let held = "container_1700000000000_0001_01_000002";
+        let other = "container_1700000000000_0001_01_000003";
+        let running = |id: &str| {
+            let mut r = status(
+                id,
+                Limits::from(Resource::new(2048, 2)),
+                ContainerState::Running,
+            );
+            r.changed = false;
+            r
+        };
+        let mut settings = PreemptorSettings::default().policy;
+        settings.kind = crate::cluster::PolicyKind::Immediate;
+        // Whole containers in one round on this small cluster.
+        settings.total_preemption_per_round = 1.0;
+        settings.natural_termination_factor = 1.0;
+        let decide = |agents: &HashMap<ContainerId, ContainerStatus>,
+                      exempt: &HashSet<ContainerId>| {
+            let inputs = Inputs {
+                queues: &q,
+                class_cutoff_secs: 90.0,
+                agents,
+                exempt,
+                now: 10_000,
+            };
+            // Nodes of 3 GB: 1 GB free, and the short job asks for 2.
+            let mut full = snapshot();
+            for n in &mut full.nodes {
+                n.total_resource.memory = 3072;
+            }
+            let obs = build(&full, &inputs, &mut Memory::default()).unwrap();
+            let mut state = crate::policy::PolicyState::new(settings.clone());
+            let plan = crate::policy::decide(&obs.view, &mut state, 10_000);
+            (obs, plan)
+        };
+        let takes = |plan: &crate::policy::Plan| -> Vec<ContainerId> {
+            (plan.actions.iter())
+                .filter(|a| {
+                    matches!(
+                        a.kind,
+                        crate::policy::ActionKind::Suspend { .. }
+                            | crate::policy::ActionKind::Shrink { .. }
+                            | crate::policy::ActionKind::Kill { .. }
+                    )
+                })
+                .filter_map(|a| a.kind.container())
+                .collect()
+        };
+        let raises = |plan: &crate::policy::Plan| {
+            plan.actions.iter().any(|a| {
+                matches!(&a.kind, crate::policy::ActionKind::SetNodeCapacity { advertised, .. }
+                    if advertised.memory_mb > 3072)
+            })
+        };
+        let both: HashSet<ContainerId> = [held, other].iter().map(|c| c.parse().unwrap()).collect();
+
+        // Both running: the short job's demand takes one, unless both are exempt.
+        let agents: HashMap<ContainerId, ContainerStatus> = [held, other]
+            .iter()
+            .map(|c| (c.parse().unwrap(), running(c)))
+            .collect();
+        let (_, plan) = decide(&agents, &HashSet::new());
+        assert!(!takes(&plan).is_empty(), "{:?}", plan.actions);
+        let (obs, plan) = decide(&agents, &both);
+        assert!(takes(&plan).is_empty(), "{:?}", plan.actions);
+        assert!(obs.resuming.is_empty());
+
+        // One still suspended: seen as resumed, its room not advertised, nothing taken.
+        let mut agents = agents;
+        agents.insert(
+            held.parse().unwrap(),
+            status(held, Limits::MIN_FOOTPRINT, ContainerState::Suspended),
+        );
+        let (_, plan) = decide(&agents, &HashSet::new());
+        assert!(
+            raises(&plan),
+            "not exempt, its room is advertised: {:?}",
+            plan.actions
+        );
+        let (obs, plan) = decide(&agents, &both);
+        assert!(takes(&plan).is_empty(), "{:?}", plan.actions);
+        assert!(!raises(&plan), "{:?}", plan.actions);
+        for id in [held, other] {
+            let c = obs
+                .view
+                .container(obs.view.container_by_id(&id.parse().unwrap()).unwrap());
+            assert!(!c.managed, "{id} is not a candidate");
+            assert_eq!(c.state, ContainerState::Running);
+            assert_eq!(c.current, Limits::from(c.allocated));
+        }
+        assert_eq!(
+            obs.resuming,
+            [Resuming {
+                container: held.parse().unwrap(),
+                state: ContainerState::Suspended,
+                current: Limits::MIN_FOOTPRINT,
+            }]
+        );
     }
 }

@@ -497,6 +497,7 @@ fn build_view(
         queues,
         class_cutoff_secs: 60.0,
         agents: &agents,
+        exempt: &std::collections::HashSet::new(),
         now: 1_700_000_000_000,
     };
     let mut memory = Memory::default();
