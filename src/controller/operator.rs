@@ -160,21 +160,27 @@ pub fn give_back(
     policy: PolicyKind,
     reason: &str,
 ) -> Vec<Action> {
+    let node_action = |node: &NodeId, kind: ActionKind, before: Before| Action {
+        kind,
+        policy,
+        reason: reason.to_string(),
+        application: None,
+        queue: None,
+        node: Some(node.clone()),
+        for_queue: None,
+        before,
+    };
     let mut actions = Vec::new();
     for node in view.nodes.iter().filter(|n| n.advertised != n.capacity) {
-        actions.push(Action {
-            kind: ActionKind::SetNodeCapacity {
-                node: node.id.clone(),
-                advertised: node.capacity,
-            },
-            policy,
-            reason: reason.to_string(),
-            application: None,
-            queue: None,
-            node: Some(node.id.clone()),
-            for_queue: None,
-            before: Before::Advertised(node.advertised),
-        });
+        let kind = ActionKind::SetNodeCapacity {
+            node: node.id.clone(),
+            advertised: node.capacity,
+        };
+        actions.push(node_action(
+            &node.id,
+            kind,
+            Before::Advertised(node.advertised),
+        ));
     }
     let mut held: Vec<ContainerIdx> = (0..view.containers.len())
         .map(|i| ContainerIdx(i as u32))
@@ -187,19 +193,15 @@ pub fn give_back(
     }
     for node in view.nodes.iter() {
         if node.partition == Partition::Short && partitions.contains_key(&node.id) {
-            actions.push(Action {
-                kind: ActionKind::SetNodePartition {
-                    node: node.id.clone(),
-                    partition: Partition::General,
-                },
-                policy,
-                reason: reason.to_string(),
-                application: None,
-                queue: None,
-                node: Some(node.id.clone()),
-                for_queue: None,
-                before: Before::Partition(Partition::Short),
-            });
+            let kind = ActionKind::SetNodePartition {
+                node: node.id.clone(),
+                partition: Partition::General,
+            };
+            actions.push(node_action(
+                &node.id,
+                kind,
+                Before::Partition(Partition::Short),
+            ));
         }
     }
     actions
