@@ -11,11 +11,20 @@
 //!    (whole-address-space page-out on a normal thread, then stepped limit writes) and the
 //!    agent's way (resident-only page-out and one limit write from a SCHED_FIFO thread)
 //!    alternate in the same run, on an idle host and with busy-loop threads competing.
+//! 4. `costs`, only when asked: the simulator's preemption cost rates (`--costs FILE`,
+//!    schema `preemptor-sim-costs/1`, docs/simulator.md) measured through the real
+//!    `preemptor agent` binary and its HTTP API. Over 5 rounds on a container touching a
+//!    256 MB working set (512 MB allocated, swap file present): suspend to the minimum
+//!    footprint, seconds per GB reclaimed (the API round trip, the agent's own `reclaim_ms`
+//!    kept beside it); resume, seconds per GB until the cgroup's usage is back at the
+//!    working set; and kill of a fresh container, seconds until Docker reports it stopped
+//!    or its cgroup is gone. The medians are the rates; every round is kept in `samples`.
 //!
-//! `cargo bench --bench agent -- reclaim` runs only 3.
+//! `cargo bench --bench agent -- reclaim` runs only 3; `cargo bench --bench agent -- costs
+//! [--out FILE]` runs only 4 and prints the JSON (and writes it to FILE when given).
 //!
 //! It shares the integration tests' support code, whose guards remove every image,
-//! container, agent process and temp dir it creates, also when it fails.
+//! container, agent process, swap file and temp dir it creates, also when it fails.
 
 #[path = "../integration-tests/common/mod.rs"]
 mod common;
@@ -24,6 +33,7 @@ mod common;
 #[allow(dead_code)]
 mod agent_support;
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,12 +41,17 @@ use std::time::{Duration, Instant};
 
 use bollard::Docker;
 use preemptor::agent::AgentClient;
+use preemptor::agent::api::ActionResult;
 use preemptor::agent::cgroup::CgroupDirs;
-use preemptor::agent::limits::{CgroupLimits, DockerLimits, OriginalLimits, RealTarget};
+use preemptor::agent::limits::{
+    CgroupLimits, CgroupVersion, DockerLimits, OriginalLimits, RealTarget,
+};
 use preemptor::agent::metrics::Metrics;
 use preemptor::agent::reclaim;
 use preemptor::agent::writer::{LimitWriter, WritePath, WriteTarget};
+use preemptor::cluster::ContainerState;
 use preemptor::resources::{Limits, Resource};
+use serde::Serialize;
 
 use agent_support::{
     ChildAgent, CpuLimit, SwapFile, TOKEN, TestContainer, cgroup_dirs, run_container, start_agent,
@@ -228,14 +243,7 @@ fn vm_kb(pid: u32, key: &str) -> Option<u64> {
 
 async fn rss(docker: &Docker, image: &TestImage) -> BenchResult<()> {
     let work = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let token_file = work.path().join("token");
-    std::fs::write(&token_file, TOKEN).map_err(|e| e.to_string())?;
-    std::fs::set_permissions(
-        &token_file,
-        std::os::unix::fs::PermissionsExt::from_mode(0o600),
-    )
-    .map_err(|e| e.to_string())?;
-    let agent = ChildAgent::spawn(&work.path().join("state"), &token_file, "10m", work.path());
+    let agent = real_agent(work.path())?;
     let pid = agent.pid();
     let client = agent.client();
     let idle = vm_kb(pid, "VmRSS:").unwrap_or(0);
@@ -513,6 +521,599 @@ async fn reclaim_speed(docker: &Docker) -> BenchResult<()> {
     Ok(())
 }
 
+const COST_ROUNDS: usize = 5;
+const COST_SWAP_MB: u64 = 1024;
+/// The working set counts as back once the usage reaches this, as `working_set_container`
+/// waits for.
+const WORKING_SET_BACK: u64 = 250 << 20;
+/// The cgroup (and Docker) polling interval of the costs mode.
+const POLL: Duration = Duration::from_millis(20);
+const BYTES_PER_GB: f64 = (1u64 << 30) as f64;
+const BYTES_PER_MB: f64 = (1u64 << 20) as f64;
+
+/// The real `preemptor agent` binary, with its token, state dir and log in `work`.
+fn real_agent(work: &Path) -> BenchResult<ChildAgent> {
+    let token_file = work.join("token");
+    std::fs::write(&token_file, TOKEN).map_err(|e| e.to_string())?;
+    std::fs::set_permissions(
+        &token_file,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(ChildAgent::spawn(
+        &work.join("state"),
+        &token_file,
+        "10m",
+        work,
+    ))
+}
+
+fn round_to(x: f64, decimals: i32) -> f64 {
+    let f = 10f64.powi(decimals);
+    (x * f).round() / f
+}
+
+fn ms(d: Duration) -> f64 {
+    round_to(d.as_secs_f64() * 1000.0, 1)
+}
+
+fn mb(bytes: u64) -> f64 {
+    round_to(bytes as f64 / BYTES_PER_MB, 1)
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// Polls the cgroup's memory usage every [`POLL`] until it reaches `bytes`; returns when
+/// it did and the usage read, or `None` once `timeout` has passed.
+async fn usage_reaches(
+    dirs: &CgroupDirs,
+    bytes: u64,
+    timeout: Duration,
+) -> BenchResult<Option<(Instant, u64)>> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let u = usage(dirs)?;
+        if u >= bytes {
+            return Ok(Some((Instant::now(), u)));
+        }
+        if Instant::now() > deadline {
+            return Ok(None);
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// The file `costs` writes: the fields `CostModel::parse` reads, in this order.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CostsFile {
+    schema: &'static str,
+    source: String,
+    measured_at: String,
+    reclaim_secs_per_gb: f64,
+    reload_secs_per_gb: f64,
+    kill_secs: f64,
+    samples: Vec<Sample>,
+}
+
+/// One round as kept in `samples`: MB are MiB of the cgroup's memory usage.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Sample {
+    round: usize,
+    reclaim: ReclaimSample,
+    reload: ReloadSample,
+    kill: KillSample,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReclaimSample {
+    usage_before_mb: f64,
+    usage_after_mb: f64,
+    reclaimed_mb: f64,
+    /// The suspend's API round trip; `secs_per_gb` is this per GB reclaimed.
+    api_ms: f64,
+    secs_per_gb: f64,
+    agent: AgentReclaimSample,
+}
+
+/// The suspend's own account (`ActionResult`): its before/after readings and timings.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AgentReclaimSample {
+    memory_before_mb: Option<f64>,
+    memory_after_mb: Option<f64>,
+    reclaim_ms: f64,
+    /// `reclaim_ms` per GB by the agent's own readings.
+    secs_per_gb: Option<f64>,
+    pageout_ms: f64,
+    memory_ms: f64,
+    throttle_wait_ms: f64,
+    cpu_ms: f64,
+    store_ms: f64,
+    total_ms: f64,
+    busy_retries: u32,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReloadSample {
+    usage_suspended_mb: f64,
+    usage_back_mb: f64,
+    reloaded_mb: f64,
+    resume_api_ms: f64,
+    /// From the resume call until the usage was back at the working set.
+    secs: f64,
+    secs_per_gb: f64,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct KillSample {
+    usage_before_mb: f64,
+    api_ms: f64,
+    docker_stopped_secs: Option<f64>,
+    cgroup_gone_secs: Option<f64>,
+    /// The first of the two.
+    secs: Option<f64>,
+}
+
+/// One suspend (the reclaim) and resume (the reload) of the working-set container.
+struct SuspendResume {
+    before: u64,
+    after: u64,
+    suspend_api: Duration,
+    suspend: ActionResult,
+    suspended: u64,
+    back: u64,
+    resume_api: Duration,
+    reload: Duration,
+}
+
+impl SuspendResume {
+    fn reclaimed_gb(&self) -> f64 {
+        self.before.saturating_sub(self.after) as f64 / BYTES_PER_GB
+    }
+
+    /// The rate: the suspend's API round trip per GB reclaimed.
+    fn reclaim_secs_per_gb(&self) -> f64 {
+        self.suspend_api.as_secs_f64() / self.reclaimed_gb()
+    }
+
+    /// The agent's own figure: `reclaim_ms` per GB by its own before/after readings.
+    fn agent_reclaim_secs_per_gb(&self) -> Option<f64> {
+        let (b, a) = (
+            self.suspend.memory_before_bytes?,
+            self.suspend.memory_after_bytes?,
+        );
+        let gb = b.saturating_sub(a) as f64 / BYTES_PER_GB;
+        (gb > 0.0).then(|| self.suspend.timings.reclaim_ms / 1000.0 / gb)
+    }
+
+    fn reloaded_gb(&self) -> f64 {
+        self.back.saturating_sub(self.suspended) as f64 / BYTES_PER_GB
+    }
+
+    fn reload_secs_per_gb(&self) -> f64 {
+        self.reload.as_secs_f64() / self.reloaded_gb()
+    }
+
+    fn sample(&self, round: usize, kill: &Killed) -> Sample {
+        let r = &self.suspend;
+        let t = &r.timings;
+        Sample {
+            round,
+            reclaim: ReclaimSample {
+                usage_before_mb: mb(self.before),
+                usage_after_mb: mb(self.after),
+                reclaimed_mb: mb(self.before.saturating_sub(self.after)),
+                api_ms: ms(self.suspend_api),
+                secs_per_gb: round_to(self.reclaim_secs_per_gb(), 3),
+                agent: AgentReclaimSample {
+                    memory_before_mb: r.memory_before_bytes.map(mb),
+                    memory_after_mb: r.memory_after_bytes.map(mb),
+                    reclaim_ms: round_to(t.reclaim_ms, 1),
+                    secs_per_gb: self.agent_reclaim_secs_per_gb().map(|x| round_to(x, 3)),
+                    pageout_ms: round_to(t.pageout_ms, 1),
+                    memory_ms: round_to(t.memory_ms, 1),
+                    throttle_wait_ms: round_to(t.throttle_wait_ms, 1),
+                    cpu_ms: round_to(t.cpu_ms, 1),
+                    store_ms: round_to(t.store_ms, 1),
+                    total_ms: round_to(t.total_ms, 1),
+                    busy_retries: r.memory_busy_retries,
+                },
+            },
+            reload: ReloadSample {
+                usage_suspended_mb: mb(self.suspended),
+                usage_back_mb: mb(self.back),
+                reloaded_mb: mb(self.back.saturating_sub(self.suspended)),
+                resume_api_ms: ms(self.resume_api),
+                secs: round_to(self.reload.as_secs_f64(), 3),
+                secs_per_gb: round_to(self.reload_secs_per_gb(), 3),
+            },
+            kill: kill.sample(),
+        }
+    }
+}
+
+async fn suspend_resume(
+    client: &AgentClient,
+    dirs: &CgroupDirs,
+    name: &str,
+) -> BenchResult<SuspendResume> {
+    if usage_reaches(dirs, WORKING_SET_BACK, Duration::from_secs(120))
+        .await?
+        .is_none()
+    {
+        return Err("the working set was not resident within 120 s".into());
+    }
+    client
+        .renew_lease("bench", None)
+        .await
+        .map_err(|e| e.to_string())?;
+    let before = usage(dirs)?;
+    let t0 = Instant::now();
+    let suspend = client
+        .suspend(name, Resource::new(512, 1), Limits::MIN_FOOTPRINT)
+        .await
+        .map_err(|e| format!("suspend: {e}"))?;
+    let suspend_api = t0.elapsed();
+    let after = usage(dirs)?;
+    if suspend.state != ContainerState::Suspended || !suspend.changed {
+        return Err(format!(
+            "suspend answered {:?}, changed {}",
+            suspend.state, suspend.changed
+        ));
+    }
+    if after >= before {
+        return Err(format!("nothing reclaimed ({before} -> {after} bytes)"));
+    }
+    // Suspended for a while, as a preempted container is.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let suspended = usage(dirs)?;
+    let t0 = Instant::now();
+    // Polled from the call on: memory comes back as soon as the limit is lifted.
+    let (resumed, back) = tokio::join!(
+        async {
+            let r = client.resume(name).await;
+            (r, t0.elapsed())
+        },
+        usage_reaches(dirs, WORKING_SET_BACK, Duration::from_secs(120))
+    );
+    let (resumed, resume_api) = resumed;
+    resumed.map_err(|e| format!("resume: {e}"))?;
+    let (at, back) = back?.ok_or("the working set did not come back within 120 s of the resume")?;
+    if back <= suspended {
+        return Err(format!("nothing reloaded ({suspended} -> {back} bytes)"));
+    }
+    Ok(SuspendResume {
+        before,
+        after,
+        suspend_api,
+        suspend,
+        suspended,
+        back,
+        resume_api,
+        reload: at.saturating_duration_since(t0),
+    })
+}
+
+/// A kill through the agent and what was observed after it.
+struct Killed {
+    usage_before: u64,
+    api: Duration,
+    docker_stopped: Option<Duration>,
+    cgroup_gone: Option<Duration>,
+}
+
+impl Killed {
+    /// Until the first sign of the resources being free: Docker reports the container
+    /// stopped, or its memory cgroup directory is gone.
+    fn secs(&self) -> Option<f64> {
+        match (self.docker_stopped, self.cgroup_gone) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+        .map(|d| d.as_secs_f64())
+    }
+
+    fn sample(&self) -> KillSample {
+        let secs = |d: Option<Duration>| d.map(|d| round_to(d.as_secs_f64(), 3));
+        KillSample {
+            usage_before_mb: mb(self.usage_before),
+            api_ms: ms(self.api),
+            docker_stopped_secs: secs(self.docker_stopped),
+            cgroup_gone_secs: secs(self.cgroup_gone),
+            secs: self.secs().map(|s| round_to(s, 3)),
+        }
+    }
+}
+
+/// From `t0`, every [`POLL`] for at most 30 s: when Docker first reported `name` not
+/// running (or no longer knew it), and, polled on its own (an inspect can wait for the
+/// kill), when `memory_dir` was first gone.
+async fn watch_exit(
+    docker: &Docker,
+    name: &str,
+    memory_dir: &Path,
+    t0: Instant,
+) -> (Option<Duration>, Option<Duration>) {
+    const LIMIT: Duration = Duration::from_secs(30);
+    let stopped = async {
+        while t0.elapsed() < LIMIT {
+            match docker.inspect_container(name, None).await {
+                Ok(i) if i.state.as_ref().and_then(|s| s.running) == Some(false) => {
+                    return Some(t0.elapsed());
+                }
+                Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 404, ..
+                }) => return Some(t0.elapsed()),
+                // Running, or a transient error: ask again.
+                _ => {}
+            }
+            tokio::time::sleep(POLL).await;
+        }
+        None
+    };
+    let gone = async {
+        while t0.elapsed() < LIMIT {
+            if !memory_dir.exists() {
+                return Some(t0.elapsed());
+            }
+            tokio::time::sleep(POLL).await;
+        }
+        None
+    };
+    tokio::join!(stopped, gone)
+}
+
+/// Kills a fresh YARN-named container holding the same 256 MB working set.
+async fn kill_round(
+    docker: &Docker,
+    client: &AgentClient,
+    image: &TestImage,
+) -> BenchResult<Killed> {
+    let name = format!("container_e01_{}_0003_01_000002", unique_cluster_ts());
+    let container = run_container(
+        docker,
+        &image.tag,
+        &name,
+        CpuLimit::Nano(1_000_000_000),
+        512,
+        &[
+            "--memory-mb",
+            "256",
+            "--iterations",
+            "0",
+            "--rounds-millions",
+            "1",
+        ],
+    )
+    .await;
+    let dirs = cgroup_dirs(docker, &name).await;
+    if usage_reaches(&dirs, WORKING_SET_BACK, Duration::from_secs(60))
+        .await?
+        .is_none()
+    {
+        return Err(format!(
+            "{name}: the working set was not resident within 60 s"
+        ));
+    }
+    client
+        .renew_lease("bench", None)
+        .await
+        .map_err(|e| e.to_string())?;
+    let usage_before = usage(&dirs)?;
+    let t0 = Instant::now();
+    let (killed, (docker_stopped, cgroup_gone)) = tokio::join!(
+        async {
+            let r = client.kill(&name).await;
+            (r, t0.elapsed())
+        },
+        watch_exit(docker, &name, &dirs.memory, t0)
+    );
+    let (killed, api) = killed;
+    let r = killed.map_err(|e| format!("kill {name}: {e}"))?;
+    if r.state != ContainerState::Killed {
+        return Err(format!("kill {name} answered {:?}", r.state));
+    }
+    let k = Killed {
+        usage_before,
+        api,
+        docker_stopped,
+        cgroup_gone,
+    };
+    if k.secs().is_none() {
+        return Err(format!("{name} was still running 30 s after the kill"));
+    }
+    drop(container);
+    Ok(k)
+}
+
+/// `costs`: the simulator's cost rates through the real agent; see the module doc.
+async fn costs(docker: &Docker, out: Option<&Path>) -> BenchResult<()> {
+    let measured_at = time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .map_err(|e| e.to_string())?;
+    let docker_version = docker
+        .version()
+        .await
+        .map_err(|e| format!("docker version: {e}"))?
+        .version
+        .unwrap_or_else(|| "(version not reported)".into());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map_err(|e| format!("/proc/sys/kernel/osrelease: {e}"))?
+        .trim()
+        .to_string();
+    // Other work on the host slows the reclaim: the load it started under goes with it.
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .map_err(|e| format!("/proc/loadavg: {e}"))?
+        .split_whitespace()
+        .next()
+        .unwrap_or("?")
+        .to_string();
+    let work = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let agent = real_agent(work.path())?;
+    let client = agent.client();
+    eprintln!(
+        "agent benchmark, costs: real agent at {}, {COST_ROUNDS} rounds of suspend/resume, then {COST_ROUNDS} kills",
+        agent.url
+    );
+
+    let swap = SwapFile::create(COST_SWAP_MB)?;
+    let ws = working_set_container(docker, "preemptor-agent-bench-costs", 0).await;
+    let cgroup = match ws.dirs.version {
+        CgroupVersion::V1 => "cgroup v1",
+        CgroupVersion::V2 => "cgroup v2",
+    };
+    let mut rounds = Vec::with_capacity(COST_ROUNDS);
+    for round in 1..=COST_ROUNDS {
+        let r = suspend_resume(&client, &ws.dirs, &ws.name)
+            .await
+            .map_err(|e| format!("round {round}: {e}"))?;
+        eprintln!(
+            "  round {round}: reclaim {:.0} MB in {:.0} ms (API) = {:.2} s/GB, agent reclaim_ms {:.0} = {}; reload {:.0} MB in {:.2} s = {:.2} s/GB (resume API {:.0} ms)",
+            r.reclaimed_gb() * 1024.0,
+            r.suspend_api.as_secs_f64() * 1000.0,
+            r.reclaim_secs_per_gb(),
+            r.suspend.timings.reclaim_ms,
+            r.agent_reclaim_secs_per_gb()
+                .map_or("n/a".to_string(), |x| format!("{x:.2} s/GB")),
+            r.reloaded_gb() * 1024.0,
+            r.reload.as_secs_f64(),
+            r.reload_secs_per_gb(),
+            r.resume_api.as_secs_f64() * 1000.0,
+        );
+        rounds.push(r);
+    }
+    let path = rounds
+        .first()
+        .and_then(|r| r.suspend.path)
+        .map_or("no", |p| p.name());
+    drop(ws);
+    drop(swap);
+
+    let image = TestImage::build(docker, "preemptor-agent-bench-kill").await;
+    let mut kills = Vec::with_capacity(COST_ROUNDS);
+    for round in 1..=COST_ROUNDS {
+        let k = kill_round(docker, &client, &image)
+            .await
+            .map_err(|e| format!("kill round {round}: {e}"))?;
+        let secs = |d: Option<Duration>| {
+            d.map_or("-".to_string(), |d| format!("{:.3} s", d.as_secs_f64()))
+        };
+        eprintln!(
+            "  kill {round}: API {:.0} ms, Docker stopped {}, cgroup gone {}",
+            k.api.as_secs_f64() * 1000.0,
+            secs(k.docker_stopped),
+            secs(k.cgroup_gone)
+        );
+        kills.push(k);
+    }
+    drop(image);
+    drop(agent);
+
+    let reclaim = median(
+        &rounds
+            .iter()
+            .map(SuspendResume::reclaim_secs_per_gb)
+            .collect::<Vec<_>>(),
+    );
+    let reload = median(
+        &rounds
+            .iter()
+            .map(SuspendResume::reload_secs_per_gb)
+            .collect::<Vec<_>>(),
+    );
+    let kill = median(&kills.iter().filter_map(Killed::secs).collect::<Vec<_>>());
+    let samples = rounds
+        .iter()
+        .zip(&kills)
+        .enumerate()
+        .map(|(i, (r, k))| r.sample(i + 1, k))
+        .collect();
+    // Printed in every report that uses the file: one sentence, what and how.
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let source = format!(
+        "cargo bench --bench agent -- costs: real agent ({path} write path), Docker \
+         {docker_version}, {cgroup}, kernel {kernel}, {cpus} CPUs at load {load} when it \
+         began, 256 MB working set suspended to 64 MB, {COST_SWAP_MB} MB swap file; reclaim = the suspend's API round trip per GB (the \
+         agent's reclaim_ms is in samples), reload = resume call until the working set is \
+         back, kill = call until the cgroup is gone or Docker reports it stopped; medians of \
+         {COST_ROUNDS} rounds"
+    );
+    let doc = CostsFile {
+        schema: preemptor::sim::costs::COSTS_SCHEMA,
+        source,
+        measured_at,
+        reclaim_secs_per_gb: round_to(reclaim, 3),
+        reload_secs_per_gb: round_to(reload, 3),
+        kill_secs: round_to(kill, 3),
+        samples,
+    };
+    let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+    // What the simulator will read must load.
+    let check = out.unwrap_or(Path::new("costs.json"));
+    preemptor::sim::costs::CostModel::parse(check, &text)
+        .map_err(|e| format!("the simulator would not load the result: {e}"))?;
+    println!("{text}");
+    if let Some(out) = out {
+        if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        std::fs::write(out, format!("{text}\n")).map_err(|e| format!("{}: {e}", out.display()))?;
+        eprintln!("wrote {}", out.display());
+    }
+    eprintln!("  medians: reclaim {reclaim:.2} s/GB, reload {reload:.2} s/GB, kill {kill:.3} s");
+    Ok(())
+}
+
+enum Mode {
+    All,
+    Reclaim,
+    Costs { out: Option<PathBuf> },
+}
+
+/// The arguments after the program name. Anything else (cargo's own `--bench`) is
+/// ignored.
+fn parse_args(args: &[String]) -> BenchResult<Mode> {
+    let (mut reclaim, mut costs, mut out) = (false, false, None);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "reclaim" => reclaim = true,
+            "costs" => costs = true,
+            "--out" => {
+                let f = it
+                    .next()
+                    .filter(|f| !f.is_empty() && !f.starts_with("--"))
+                    .ok_or("--out needs a file name")?;
+                out = Some(PathBuf::from(f));
+            }
+            _ => {
+                if let Some(f) = a.strip_prefix("--out=") {
+                    if f.is_empty() {
+                        return Err("--out needs a file name".into());
+                    }
+                    out = Some(PathBuf::from(f));
+                }
+            }
+        }
+    }
+    match (reclaim, costs, out) {
+        (true, true, _) => Err("reclaim and costs are separate runs: give one".into()),
+        (_, true, out) => Ok(Mode::Costs { out }),
+        (_, false, Some(_)) => Err("--out is for `costs`".into()),
+        (true, false, None) => Ok(Mode::Reclaim),
+        (false, false, None) => Ok(Mode::All),
+    }
+}
+
 fn main() -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -525,11 +1126,15 @@ fn main() -> ExitCode {
         }
     };
     let result = rt.block_on(async {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        let mode = parse_args(&args)?;
         let docker = docker_or_skip("agent benchmark")
             .await
             .ok_or("this benchmark needs a Docker daemon")?;
-        if std::env::args().any(|a| a == "reclaim") {
-            return reclaim_speed(&docker).await;
+        match mode {
+            Mode::Reclaim => return reclaim_speed(&docker).await,
+            Mode::Costs { out } => return costs(&docker, out.as_deref()).await,
+            Mode::All => {}
         }
         let image = TestImage::build(&docker, "preemptor-agent-bench").await;
         eprintln!(
