@@ -363,7 +363,20 @@ impl ProbeSched {
     /// Start asking for tasks while the node has room and probes.
     fn serve(&mut self, core: &mut Core<'_, Msg>, node: u32) {
         let n = node as usize;
-        while let Some(pos) = self.pick(core, node) {
+        // Room a Dice suspension lent is for short tasks only: the paper suspends a long
+        // task for the short ones waiting there, and resumes it when they are done.
+        let lent = self
+            .dice
+            .as_ref()
+            .and_then(|d| d.held[n])
+            .is_some_and(|h| h.slot_free);
+        while let Some(mut pos) = self.pick(core, node) {
+            if lent && self.queue[n][pos].long {
+                match self.queue[n].iter().position(|p| !p.long) {
+                    Some(short) => pos = short,
+                    None => return,
+                }
+            }
             let p = self.queue[n][pos];
             // Sparrow and Hawk nodes do not know whether the job has tasks left and ask
             // anyway; Eagle's schedulers keep their nodes informed.
