@@ -16,7 +16,7 @@ use crate::cluster::{ContainerState, Partition};
 use crate::resources::{Limits, Resource};
 use crate::sim::costs::CostModel;
 use crate::sim::queue::EventQueue;
-use crate::sim::workload::{MICROS_PER_SEC, Time, Workload};
+use crate::sim::workload::{JobKind, MICROS_PER_SEC, Time, Workload};
 
 pub const NONE: Time = Time::MAX;
 
@@ -29,6 +29,8 @@ pub struct EngineConfig {
     pub network_delay: Time,
     pub costs: CostModel,
     /// Attempts after which a killed task fails its job (`mapreduce.map.maxattempts`).
+    /// A Spark job instead fails after `spark.yarn.max.executor.failures` lost
+    /// executors, Spark's default: twice its executors, at least 3.
     pub max_task_attempts: u32,
     pub seed: u64,
     /// Utilization sampling period; `None` picks about 500 samples over the trace.
@@ -63,10 +65,10 @@ pub(crate) enum Ev<M> {
         c: u32,
         epoch: u32,
     },
-    /// A suspend, shrink or resume finished.
+    /// A suspend, shrink or resume finished (`seq`: the container's transition it ends).
     Transition {
         c: u32,
-        epoch: u32,
+        seq: u32,
     },
     /// A killed container's resources are free.
     Killed {
@@ -91,6 +93,8 @@ pub(crate) struct JobRun {
     pub failed: bool,
     /// Killed tasks waiting to run again: (task, attempts so far, resubmitted at).
     pub retry: Vec<(u32, u8, Time)>,
+    /// A Spark job's executors killed so far.
+    executor_failures: u32,
 }
 
 /// A task handed to a scheduler to launch.
@@ -116,6 +120,9 @@ pub(crate) struct Container {
     pub task: u32,
     pub node: u32,
     pub epoch: u32,
+    /// Counts transitions begun, so that a speed change (which moves `epoch`) leaves a
+    /// pending transition's event valid and a new transition or a kill does not.
+    transition_seq: u32,
     pub attempts: u8,
     pub phase: Phase,
     /// What YARN allocated, and the limits it is held to (the target once a change has
@@ -129,6 +136,10 @@ pub(crate) struct Container {
     pub work_left: f64,
     pub attained: f64,
     pub speed: f64,
+    /// What it held when its last reduction began, and when that reduction, restore or
+    /// kill completes.
+    reduced_from: Limits,
+    transition_at: Time,
     /// When `work_left` and `attained` were last brought up to date.
     pub last: Time,
     /// Milli-vcores of effective CPU counted in the utilization sum.
@@ -141,6 +152,20 @@ impl Container {
     /// Placed and not yet gone (running, squeezed or being killed).
     pub fn is_live(&self) -> bool {
         self.live
+    }
+
+    /// What it holds of its node at `now`, as (memory MB, CPU millis). A suspend's or
+    /// shrink's room is free for another container only once it completes, as the
+    /// controller advertises it only when the agent has reclaimed all of it; a kill's
+    /// once the container is gone.
+    fn held_at(&self, now: Time) -> (u64, u64) {
+        let l = match self.phase {
+            Phase::Reducing if now < self.transition_at => self.reduced_from,
+            Phase::Killing if now < self.transition_at => Limits::from(self.allocated),
+            Phase::Killing => Limits::new(0, 0),
+            _ => self.current,
+        };
+        (l.memory_mb, u64::from(l.cpu_millis))
     }
 
     fn advance(&mut self, now: Time) {
@@ -169,8 +194,6 @@ pub(crate) struct NodeRun {
     pub partition: Partition,
     /// Live containers (running, squeezed, suspended or being killed).
     pub containers: Vec<u32>,
-    /// Memory being reclaimed here is free only from this time on.
-    pub mem_ready_at: Time,
 }
 
 /// Counts every report needs.
@@ -420,6 +443,7 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
                     finish: NONE,
                     failed: false,
                     retry: Vec::new(),
+                    executor_failures: 0,
                 };
                 wl.jobs.len()
             ],
@@ -650,16 +674,61 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
         }
     }
 
+    /// When room for `need` is free on `node`: now, or once enough of the reductions
+    /// and kills in flight there have completed. Room the node cannot free at all
+    /// (LAS over-admission) waits for every one of them, no longer.
+    fn room_free_at(&self, node: u32, need: Resource) -> Time {
+        let now = self.now;
+        let n = &self.nodes[node as usize];
+        let (mut mem, mut cpu) = (need.memory_mb, u64::from(need.vcores) * 1000);
+        for &c in &n.containers {
+            let (m, p) = self.slab[c as usize].held_at(now);
+            mem += m;
+            cpu += p;
+        }
+        let (cap_mem, cap_cpu) = (n.capacity.memory_mb, u64::from(n.capacity.vcores) * 1000);
+        if mem <= cap_mem && cpu <= cap_cpu {
+            return now;
+        }
+        let mut frees: Vec<(Time, u64, u64)> = n
+            .containers
+            .iter()
+            .map(|&c| &self.slab[c as usize])
+            .filter(|k| k.transition_at > now)
+            .map(|k| {
+                let (m0, p0) = k.held_at(now);
+                let (m1, p1) = k.held_at(k.transition_at);
+                (
+                    k.transition_at,
+                    m0.saturating_sub(m1),
+                    p0.saturating_sub(p1),
+                )
+            })
+            .collect();
+        frees.sort_unstable();
+        let mut at = now;
+        for (t, m, p) in frees {
+            if mem <= cap_mem && cpu <= cap_cpu {
+                break;
+            }
+            at = t;
+            mem -= m;
+            cpu -= p;
+        }
+        at
+    }
+
     /// Start task `t` of `job` on `node` now, or once memory reclaimed there is free.
     pub fn launch(&mut self, job: u32, t: TaskRef, node: u32) -> u32 {
         let shape = self.wl.shape(t.task as usize);
-        let start = self.now.max(self.nodes[node as usize].mem_ready_at);
+        let start = self.room_free_at(node, shape);
         let work = self.wl.durations[t.task as usize] as f64;
         let c = Container {
             job,
             task: t.task,
             node,
             epoch: 0,
+            transition_seq: 0,
             attempts: t.attempts,
             phase: Phase::Steady,
             allocated: shape,
@@ -670,6 +739,8 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
             work_left: work,
             attained: 0.0,
             speed: 1.0,
+            reduced_from: Limits::new(0, 0),
+            transition_at: 0,
             last: start,
             eff_milli: 0,
             suspensions: 0,
@@ -677,8 +748,14 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
         };
         let id = match self.free_slots.pop() {
             Some(i) => {
-                let epoch = self.slab[i as usize].epoch.wrapping_add(1);
-                self.slab[i as usize] = Container { epoch, ..c };
+                let old = &self.slab[i as usize];
+                let epoch = old.epoch.wrapping_add(1);
+                let transition_seq = old.transition_seq.wrapping_add(1);
+                self.slab[i as usize] = Container {
+                    epoch,
+                    transition_seq,
+                    ..c
+                };
                 i
             }
             None => {
@@ -751,7 +828,11 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
             return;
         }
         let from = k.current;
-        let delay = costs.reclaim_delay(from, to);
+        // What a reduction still in flight has not freed yet is reclaimed too.
+        let (held_mb, _) = k.held_at(self.now);
+        let held = Limits::new(held_mb, from.cpu_millis);
+        let delay = costs.reclaim_delay(held, to);
+        let ready = self.now + delay;
         let alloc = k.allocated;
         // Until memory is gone the task is throttled but not yet swapping.
         let cpu_now = Limits::new(from.memory_mb.max(to.memory_mb), to.cpu_millis);
@@ -765,6 +846,13 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
                 ContainerState::Shrunk
             };
             k.phase = Phase::Reducing;
+            k.reduced_from = if k.phase == Phase::Reducing {
+                held.component_max(k.reduced_from)
+            } else {
+                held
+            };
+            k.transition_at = ready;
+            k.transition_seq = k.transition_seq.wrapping_add(1);
             if suspend {
                 k.suspensions += 1;
             }
@@ -779,11 +867,8 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
             self.counts.shrunk += 1;
         }
         self.set_speed(c, speed);
-        let node = self.slab[c as usize].node as usize;
-        let ready = self.now + delay;
-        self.nodes[node].mem_ready_at = self.nodes[node].mem_ready_at.max(ready);
-        let epoch = self.slab[c as usize].epoch;
-        self.events.push(ready, Ev::Transition { c, epoch });
+        let seq = self.slab[c as usize].transition_seq;
+        self.events.push(ready, Ev::Transition { c, seq });
     }
 
     /// Give container `c` its limits back up to `to`: memory first, then CPU once it is
@@ -805,6 +890,8 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
             };
             k.phase = Phase::Restoring;
             k.epoch = k.epoch.wrapping_add(1);
+            k.transition_seq = k.transition_seq.wrapping_add(1);
+            k.transition_at = self.now + delay;
         }
         if let Some(h) = &mut self.holdings {
             if to == full {
@@ -815,9 +902,9 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
         }
         self.touch(c);
         self.counts.resumed += 1;
-        let epoch = self.slab[c as usize].epoch;
+        let seq = self.slab[c as usize].transition_seq;
         self.events
-            .push(self.now + delay, Ev::Transition { c, epoch });
+            .push(self.now + delay, Ev::Transition { c, seq });
     }
 
     /// Kill container `c`: its work is lost and the task goes back to its job, or fails
@@ -827,10 +914,13 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
         if !k.live || k.phase == Phase::Killing {
             return;
         }
+        let at = self.now + self.cfg.costs.kill_delay();
         self.set_speed(c, 0.0);
         let k = &mut self.slab[c as usize];
         k.phase = Phase::Killing;
         k.state = ContainerState::Killed;
+        k.transition_seq = k.transition_seq.wrapping_add(1);
+        k.transition_at = at;
         let epoch = k.epoch;
         if let Some(h) = &mut self.holdings {
             h.squeezed.remove(c);
@@ -838,7 +928,6 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
         }
         self.touch(c);
         self.counts.killed += 1;
-        let at = self.now + self.cfg.costs.kill_delay();
         self.events.push(at, Ev::Killed { c, epoch });
     }
 
@@ -873,6 +962,49 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
         self.live_containers -= 1;
         self.jobs[r.job as usize].running -= 1;
         self.last_progress = self.now;
+        r
+    }
+
+    /// A suspend, shrink or resume of `c` completed.
+    fn transition_done(&mut self, c: u32) {
+        let k = &self.slab[c as usize];
+        let (phase, alloc, current) = (k.phase, k.allocated, k.current);
+        self.slab[c as usize].phase = Phase::Steady;
+        self.touch(c);
+        // Reducing: memory is now gone and the container may start swapping.
+        // Restoring: memory is back and the CPU limit is lifted.
+        if matches!(phase, Phase::Reducing | Phase::Restoring) {
+            let s = self.cfg.costs.speed(alloc, current);
+            self.set_speed(c, s);
+        }
+    }
+
+    /// A killed container's resources are free. Its task goes back to its job, or
+    /// fails the job once out of attempts: a MapReduce task after
+    /// `mapreduce.map.maxattempts`, a Spark job after `spark.yarn.max.executor.failures`
+    /// lost executors (twice its executors, at least 3).
+    fn killed(&mut self, c: u32) -> Released {
+        let k = &self.slab[c as usize];
+        let (job, task, attempts) = (k.job, k.task, k.attempts);
+        let r = self.remove(c);
+        let attempts = attempts.saturating_add(1);
+        let spec = &self.wl.jobs[job as usize];
+        let jr = &mut self.jobs[job as usize];
+        if jr.failed {
+            return r;
+        }
+        let out_of_attempts = if spec.kind == JobKind::Spark {
+            jr.executor_failures += 1;
+            jr.executor_failures >= (2 * spec.num_tasks).max(3)
+        } else {
+            u32::from(attempts) >= self.cfg.max_task_attempts
+        };
+        if out_of_attempts {
+            self.counts.failed_tasks += 1;
+            self.fail_job(job);
+        } else {
+            jr.retry.push((task, attempts, self.now));
+        }
         r
     }
 
@@ -925,9 +1057,12 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
 /// it, and [`Core::compact_events`] drops it.
 fn stale<M>(slab: &[Container], ev: &Ev<M>) -> bool {
     match *ev {
-        Ev::TaskEnd { c, epoch } | Ev::Transition { c, epoch } | Ev::Killed { c, epoch } => slab
+        Ev::TaskEnd { c, epoch } | Ev::Killed { c, epoch } => slab
             .get(c as usize)
             .is_none_or(|k| !k.live || k.epoch != epoch),
+        Ev::Transition { c, seq } => slab
+            .get(c as usize)
+            .is_none_or(|k| !k.live || k.transition_seq != seq),
         _ => false,
     }
 }
@@ -972,33 +1107,11 @@ pub(crate) fn run<S: Scheduler>(
                 sched.released(core, r);
             }
             Ev::Transition { c, .. } => {
-                let k = &core.slab[c as usize];
-                let (phase, alloc, current) = (k.phase, k.allocated, k.current);
-                core.slab[c as usize].phase = Phase::Steady;
-                core.touch(c);
-                // Reducing: memory is now gone and the container may start swapping.
-                // Restoring: memory is back and the CPU limit is lifted.
-                if matches!(phase, Phase::Reducing | Phase::Restoring) {
-                    let s = core.cfg.costs.speed(alloc, current);
-                    core.set_speed(c, s);
-                }
+                core.transition_done(c);
                 sched.transition_done(core, c);
             }
             Ev::Killed { c, .. } => {
-                let k = &core.slab[c as usize];
-                let (job, task, attempts) = (k.job, k.task, k.attempts);
-                let r = core.remove(c);
-                let attempts = attempts.saturating_add(1);
-                let jr = &core.jobs[job as usize];
-                if !jr.failed {
-                    if attempts as u32 >= core.cfg.max_task_attempts {
-                        core.counts.failed_tasks += 1;
-                        core.fail_job(job);
-                    } else {
-                        let now = core.now;
-                        core.jobs[job as usize].retry.push((task, attempts, now));
-                    }
-                }
+                let r = core.killed(c);
                 sched.released(core, r);
             }
             Ev::Sample => {
@@ -1049,9 +1162,79 @@ pub(crate) fn run<S: Scheduler>(
 
 #[cfg(test)]
 mod tests {
+    use super::Core;
     use crate::cluster::PolicyKind;
+    use crate::resources::{Limits, Resource};
     use crate::sim::trace::synth::{SynthSpec, generate};
+    use crate::sim::workload::tests::slot_workload;
+    use crate::sim::workload::{JobKind, secs};
     use crate::sim::{EngineConfig, SchedParams, SchedulerKind, SimSetup, simulate};
+
+    /// A job of two 1,000 s tasks of 2 GB and 2 vcores (a Spark job's executors if
+    /// `spark`) and a job of one 10 s task, on two nodes of that size, with the
+    /// default costs (3 s per GB reclaimed, 10 s per GB reloaded, kills at once).
+    fn two_nodes(spark: bool) -> (crate::sim::Workload, EngineConfig) {
+        let mut wl = slot_workload(&[(0.0, &[1000.0, 1000.0]), (0.0, &[10.0])], 90.0);
+        if spark {
+            wl.jobs[0].kind = JobKind::Spark;
+        }
+        wl.shapes = vec![Resource::new(2048, 2)];
+        (wl, EngineConfig::new(2, Resource::new(2048, 2)))
+    }
+
+    /// Launch every task of job 0, the n-th on node n.
+    fn launch_first_job(core: &mut Core<'_, ()>) -> Vec<u32> {
+        let mut out = Vec::new();
+        while let Some(t) = core.take_task(0) {
+            let node = out.len() as u32;
+            out.push(core.launch(0, t, node));
+        }
+        out
+    }
+
+    #[test]
+    fn room_a_reduction_frees_is_usable_only_once_it_completes() {
+        let (wl, cfg) = two_nodes(false);
+        let mut core: Core<'_, ()> = Core::new(&wl, &cfg).unwrap();
+        let cs = launch_first_job(&mut core);
+        core.now = secs(5.0);
+        // Shrinking to 1 GB and 1 vcore reclaims 1 GB: 3 s at the default rate.
+        core.reduce(cs[0], Limits::new(1024, 1000), false);
+        assert_eq!(core.room_free_at(0, Resource::new(1024, 1)), secs(8.0));
+        assert_eq!(
+            core.room_free_at(0, Resource::new(2048, 2)),
+            secs(8.0),
+            "more than the node can free waits for all it frees, no longer"
+        );
+        let t = core.take_task(1).unwrap();
+        let c = core.launch(1, t, 0);
+        assert_eq!(core.container(c).started, secs(8.0));
+        // A kill's room is free when the kill completes: at once by default.
+        core.kill(cs[1]);
+        assert_eq!(core.room_free_at(1, Resource::new(2048, 2)), secs(5.0));
+    }
+
+    #[test]
+    fn a_spark_job_fails_once_twice_its_executors_are_lost() {
+        for (spark, kills, failed) in [(true, 3, false), (true, 4, true), (false, 6, false)] {
+            let (wl, cfg) = two_nodes(spark);
+            let mut core: Core<'_, ()> = Core::new(&wl, &cfg).unwrap();
+            for _ in 0..kills / 2 {
+                for c in launch_first_job(&mut core) {
+                    core.kill(c);
+                    core.killed(c);
+                }
+            }
+            if kills % 2 == 1 {
+                let c = launch_first_job(&mut core)[0];
+                core.kill(c);
+                core.killed(c);
+            }
+            // Two executors: spark.yarn.max.executor.failures = max(2 x 2, 3) = 4. A
+            // MapReduce task fails its job at its fourth attempt; three each is fine.
+            assert_eq!(core.jobs[0].failed, failed, "spark {spark}, {kills} kills");
+        }
+    }
 
     /// Dropping stale events as often as possible gives the very run that never
     /// dropping them gives, for schedulers that suspend, shrink and kill.
