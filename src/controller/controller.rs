@@ -18,7 +18,9 @@ use tokio_util::task::TaskTracker;
 
 use super::agents::{Actuator, HttpAgents};
 use super::capacities::{CapacityLedger, LedgerError};
-use super::executor::{Completed, Executor, ExecutorLimits, JobDone, Trigger, unix_ms};
+use super::executor::{
+    Completed, Executor, ExecutorLimits, JobDone, Trigger, TriggerKind, unix_ms,
+};
 use super::hub::{
     AppRow, ContainerRow, HoldOff, Hub, NodeStatus, Outcome, QueueStatus, StatusReport, TickSummary,
 };
@@ -129,10 +131,10 @@ impl Undo {
         }
     }
 
-    fn trigger(self) -> &'static str {
+    fn trigger(self) -> TriggerKind {
         match self {
-            Undo::Shutdown => "shutdown",
-            Undo::Restart => "restart",
+            Undo::Shutdown => TriggerKind::Shutdown,
+            Undo::Restart => TriggerKind::Restart,
         }
     }
 }
@@ -185,7 +187,7 @@ impl ControllerHandle {
     /// Ticks now.
     pub fn trigger(&self) {
         let _ = self.commands.try_send(Command::Trigger(Trigger {
-            kind: "manual",
+            kind: TriggerKind::Manual,
             at: Instant::now(),
         }));
     }
@@ -635,14 +637,14 @@ impl Loop {
         loop {
             let trigger = tokio::select! {
                 _ = cancel.cancelled() => return,
-                _ = timer.tick() => Trigger { kind: "timer", at: Instant::now() },
+                _ = timer.tick() => Trigger { kind: TriggerKind::Timer, at: Instant::now() },
                 Some(s) = submissions.recv() => {
                     let at = s.seen_at;
                     self.memory.submitted.insert(s.application_id, s.seen_at_ms);
-                    Trigger { kind: "submission", at }
+                    Trigger { kind: TriggerKind::Submission, at }
                 }
-                Some(at) = events.recv() => Trigger { kind: "agent-event", at },
-                Some(at) = polls.recv() => Trigger { kind: "rm-submission", at },
+                Some(at) = events.recv() => Trigger { kind: TriggerKind::AgentEvent, at },
+                Some(at) = polls.recv() => Trigger { kind: TriggerKind::RmSubmission, at },
                 Some(cmd) = operator.recv() => match self.operator(cmd) {
                     Some(t) => t,
                     None => continue,
@@ -659,7 +661,7 @@ impl Loop {
                         timer = tokio::time::interval(self.interval());
                         timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
                         let _ = done.send(());
-                        Trigger { kind: "reload", at: Instant::now() }
+                        Trigger { kind: TriggerKind::Reload, at: Instant::now() }
                     }
                     Command::Shutdown { leave_as_is, done } => {
                         let report = if leave_as_is {
@@ -680,7 +682,7 @@ impl Loop {
                     }
                 },
             };
-            let trigger = if trigger.kind == "timer" {
+            let trigger = if trigger.kind == TriggerKind::Timer {
                 trigger
             } else {
                 self.debounce(trigger, &mut submissions, &mut events).await
@@ -708,7 +710,7 @@ impl Loop {
             if s.seen_at < t.at {
                 t.at = s.seen_at;
             }
-            t.kind = "submission";
+            t.kind = TriggerKind::Submission;
         }
         while let Ok(at) = events.try_recv() {
             t.at = t.at.min(at);
@@ -960,7 +962,7 @@ impl Loop {
             tracing::info!(note = %n, "policy");
         }
         tracing::debug!(
-            trigger = trigger.kind,
+            trigger = trigger.kind.as_str(),
             since_trigger_ms = trigger.at.elapsed().as_millis() as u64,
             actions = plan.actions.len(),
             apps = view.apps.len(),
@@ -1082,7 +1084,7 @@ impl Loop {
         };
         let _ = reply.send(Reply::Accepted(accepted));
         Some(Trigger {
-            kind: "operator",
+            kind: TriggerKind::Operator,
             at: Instant::now(),
         })
     }
@@ -1215,7 +1217,7 @@ impl Loop {
     fn finish_tick(&mut self, trigger: Trigger, started: Instant, actions: usize, late: usize) {
         self.hub.record_tick(TickSummary {
             at_ms: unix_ms(),
-            trigger: trigger.kind.to_string(),
+            trigger: trigger.kind.as_str().to_string(),
             duration_ms: started.elapsed().as_secs_f64() * 1000.0,
             actions,
             failed: std::mem::take(&mut self.failed_since_tick),

@@ -47,12 +47,45 @@ const RM_LANE: &str = "resourcemanager";
 /// What made the controller tick, for the latency of the actions it leads to.
 #[derive(Clone, Copy, Debug)]
 pub struct Trigger {
-    /// `timer`, `submission` (the proxy), `rm-submission` (the RM's submission counter),
-    /// `agent-event`, `manual`, `reload`, `operator` (`preemptor resume`,
-    /// `restore-capacities`), `shutdown`, `restart` (the first tick's undo of what an
-    /// earlier run left).
-    pub kind: &'static str,
+    pub kind: TriggerKind,
     pub at: Instant,
+}
+
+/// Why a tick ran, as the dashboard and the logs name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TriggerKind {
+    /// The monitoring interval.
+    Timer,
+    /// A submission seen by the proxy.
+    Submission,
+    /// The RM's submission counter moved.
+    RmSubmission,
+    AgentEvent,
+    /// `POST /api/v1/tick`.
+    Manual,
+    /// The configuration was reloaded.
+    Reload,
+    /// `preemptor resume` or `restore-capacities`.
+    Operator,
+    Shutdown,
+    /// The first tick's undo of what an earlier run left.
+    Restart,
+}
+
+impl TriggerKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TriggerKind::Timer => "timer",
+            TriggerKind::Submission => "submission",
+            TriggerKind::RmSubmission => "rm-submission",
+            TriggerKind::AgentEvent => "agent-event",
+            TriggerKind::Manual => "manual",
+            TriggerKind::Reload => "reload",
+            TriggerKind::Operator => "operator",
+            TriggerKind::Shutdown => "shutdown",
+            TriggerKind::Restart => "restart",
+        }
+    }
 }
 
 /// The target an action acts on; a newer action on the same target supersedes it.
@@ -994,7 +1027,7 @@ mod tests {
 
     fn now() -> Trigger {
         Trigger {
-            kind: "timer",
+            kind: TriggerKind::Timer,
             at: Instant::now(),
         }
     }
