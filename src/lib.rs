@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod auth;
+pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod controller;

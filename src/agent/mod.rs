@@ -34,7 +34,7 @@ mod fuzz_tests;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
@@ -83,11 +83,7 @@ pub const YARN_CGROUP_HIERARCHY: &str = "/hadoop-yarn";
 /// The parent of the process backend's per-container cgroups.
 pub const AGENT_CGROUP_PARENT: &str = "/preemptor";
 
-pub(crate) fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
+pub(crate) use crate::clock::unix_ms;
 
 /// Everything the agent needs to run, validated. Built from the command line by
 /// [`cli::AgentArgs::to_config`], or directly by tests and the demo.

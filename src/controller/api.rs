@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -442,12 +442,7 @@ async fn dashboard_page(State(st): State<Arc<ApiState>>) -> Html<String> {
     Html(dashboard::page(&st.snapshot()))
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+use crate::clock::unix_ms as now_ms;
 
 fn sse_event(e: &ControllerEvent) -> Event {
     match Event::default().event(e.name()).json_data(e) {

@@ -21,7 +21,7 @@
 use backon::{ExponentialBuilder, Retryable};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
@@ -195,11 +195,7 @@ pub struct Executor {
     tracker: TaskTracker,
 }
 
-pub fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
+pub use crate::clock::unix_ms;
 
 /// Bounds and retries of the executor's calls.
 #[derive(Clone, Copy, Debug)]

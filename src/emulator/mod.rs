@@ -27,7 +27,7 @@ pub mod workload;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -141,12 +141,7 @@ pub enum EmulatorError {
     Runtime(#[from] RuntimeError),
 }
 
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+pub(crate) use crate::clock::unix_ms as now_ms;
 
 /// The RM start time, made unique within the process: container names embed it, and
 /// Docker names must not collide between emulators started in the same millisecond.
