@@ -86,7 +86,7 @@ struct Listing {
 
 impl Listing {
     fn of(&self, node: &NodeId) -> Vec<SimulatedContainer> {
-        let mut cached = self.cached.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cached = crate::sync::lock(&self.cached);
         let fresh = cached
             .as_ref()
             .filter(|(at, _)| at.elapsed() < LISTING_MAX_AGE)

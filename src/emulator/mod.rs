@@ -173,7 +173,7 @@ pub(crate) struct Cluster {
 impl Cluster {
     pub(crate) fn lock(&self) -> MutexGuard<'_, RmState> {
         // A panic elsewhere must not take the whole emulator down with it.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.state)
     }
 
     pub(crate) fn runtime_kind(&self) -> RuntimeKind {

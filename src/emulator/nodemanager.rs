@@ -140,7 +140,7 @@ struct Shared {
 
 impl Shared {
     fn table(&self) -> MutexGuard<'_, BTreeMap<ContainerId, Entry>> {
-        self.containers.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.containers)
     }
 
     fn node(&self) -> NmNode<'_> {

@@ -198,7 +198,7 @@ impl SimulatedRuntime {
             return Err(RuntimeError::NotRunning(container));
         }
         let speed = speed.clamp(0.0, 1.0);
-        let mut m = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = crate::sync::lock(&self.running);
         let entry = m
             .get_mut(&container)
             .ok_or(RuntimeError::NotRunning(container))?;
@@ -212,7 +212,7 @@ impl SimulatedRuntime {
 
     /// Every running simulated container, in id order.
     pub fn containers(&self) -> Vec<SimulatedContainer> {
-        let m = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        let m = crate::sync::lock(&self.running);
         let mut v: Vec<SimulatedContainer> = m
             .iter()
             .map(|(id, s)| SimulatedContainer {
@@ -237,7 +237,7 @@ impl ContainerRuntime for SimulatedRuntime {
         let running = self.running.clone();
         Box::pin(async move {
             let (tx, mut rx) = mpsc::unbounded_channel();
-            running.lock().unwrap_or_else(|e| e.into_inner()).insert(
+            crate::sync::lock(&running).insert(
                 spec.container,
                 Simulated {
                     control: tx,
@@ -259,11 +259,7 @@ impl ContainerRuntime for SimulatedRuntime {
                 let now = tokio::time::Instant::now();
                 done += (now - last).as_secs_f64() * speed;
                 last = now;
-                if let Some(entry) = running
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .get_mut(&spec.container)
-                {
+                if let Some(entry) = crate::sync::lock(&running).get_mut(&spec.container) {
                     entry.done_secs = done;
                 }
                 if done >= total {
@@ -301,10 +297,7 @@ impl ContainerRuntime for SimulatedRuntime {
             if outcome.exit_status == exit::SUCCESS {
                 events.progress(1.0);
             }
-            running
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&spec.container);
+            crate::sync::lock(&running).remove(&spec.container);
             outcome
         })
     }
@@ -314,10 +307,7 @@ impl ContainerRuntime for SimulatedRuntime {
         container: ContainerId,
         signal: ContainerSignal,
     ) -> BoxFuture<'static, Result<(), RuntimeError>> {
-        let sent = self
-            .running
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        let sent = crate::sync::lock(&self.running)
             .get(&container)
             .is_some_and(|s| s.control.send(Control::Signal(signal)).is_ok());
         Box::pin(async move {
