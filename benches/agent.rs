@@ -54,8 +54,8 @@ use preemptor::resources::{Limits, Resource};
 use serde::Serialize;
 
 use agent_support::{
-    ChildAgent, CpuLimit, SwapFile, TOKEN, TestContainer, cgroup_dirs, run_container, start_agent,
-    unique_cluster_ts, working_set_container,
+    ChildAgent, CpuLimit, SwapFile, TOKEN, TestContainer, cgroup_dirs, run_container,
+    run_working_set, start_agent, unique_cluster_ts, working_set_container,
 };
 use common::{TestImage, docker_or_skip};
 
@@ -879,22 +879,7 @@ async fn kill_round(
     image: &TestImage,
 ) -> BenchResult<Killed> {
     let name = format!("container_e01_{}_0003_01_000002", unique_cluster_ts());
-    let container = run_container(
-        docker,
-        &image.tag,
-        &name,
-        CpuLimit::Nano(1_000_000_000),
-        512,
-        &[
-            "--memory-mb",
-            "256",
-            "--iterations",
-            "0",
-            "--rounds-millions",
-            "1",
-        ],
-    )
-    .await;
+    let container = run_working_set(docker, image, &name, 0).await;
     let dirs = cgroup_dirs(docker, &name).await;
     if usage_reaches(&dirs, WORKING_SET_BACK, Duration::from_secs(60))
         .await?

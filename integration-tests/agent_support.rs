@@ -115,14 +115,19 @@ pub struct WorkingSet {
     _image: TestImage,
 }
 
-pub async fn working_set_container(docker: &Docker, prefix: &str, iterations: u32) -> WorkingSet {
-    let image = TestImage::build(docker, prefix).await;
-    let name = format!("container_e01_{}_0001_01_000002", unique_cluster_ts());
+/// A YARN-named container of 1 CPU and 512 MB touching a 256 MB working set
+/// `iterations` times (0: until removed).
+pub async fn run_working_set(
+    docker: &Docker,
+    image: &TestImage,
+    name: &str,
+    iterations: u32,
+) -> TestContainer {
     let iterations = iterations.to_string();
-    let container = run_container(
+    run_container(
         docker,
         &image.tag,
-        &name,
+        name,
         CpuLimit::Nano(1_000_000_000),
         512,
         &[
@@ -134,7 +139,13 @@ pub async fn working_set_container(docker: &Docker, prefix: &str, iterations: u3
             "1",
         ],
     )
-    .await;
+    .await
+}
+
+pub async fn working_set_container(docker: &Docker, prefix: &str, iterations: u32) -> WorkingSet {
+    let image = TestImage::build(docker, prefix).await;
+    let name = format!("container_e01_{}_0001_01_000002", unique_cluster_ts());
+    let container = run_working_set(docker, &image, &name, iterations).await;
     let dirs = cgroup_dirs(docker, &name).await;
     wait_until(
         Duration::from_secs(60),
