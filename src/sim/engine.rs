@@ -65,10 +65,10 @@ pub(crate) enum Ev<M> {
         c: u32,
         epoch: u32,
     },
-    /// A suspend, shrink or resume finished (`seq`: the container's transition it ends).
+    /// A suspend, shrink or resume finished.
     Transition {
         c: u32,
-        seq: u32,
+        epoch: u32,
     },
     /// A killed container's resources are free.
     Killed {
@@ -120,9 +120,6 @@ pub(crate) struct Container {
     pub task: u32,
     pub node: u32,
     pub epoch: u32,
-    /// Counts transitions begun, so that a speed change (which moves `epoch`) leaves a
-    /// pending transition's event valid and a new transition or a kill does not.
-    transition_seq: u32,
     pub attempts: u8,
     pub phase: Phase,
     /// What YARN allocated, and the limits it is held to (the target once a change has
@@ -728,7 +725,6 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
             task: t.task,
             node,
             epoch: 0,
-            transition_seq: 0,
             attempts: t.attempts,
             phase: Phase::Steady,
             allocated: shape,
@@ -748,14 +744,8 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
         };
         let id = match self.free_slots.pop() {
             Some(i) => {
-                let old = &self.slab[i as usize];
-                let epoch = old.epoch.wrapping_add(1);
-                let transition_seq = old.transition_seq.wrapping_add(1);
-                self.slab[i as usize] = Container {
-                    epoch,
-                    transition_seq,
-                    ..c
-                };
+                let epoch = self.slab[i as usize].epoch.wrapping_add(1);
+                self.slab[i as usize] = Container { epoch, ..c };
                 i
             }
             None => {
@@ -845,14 +835,14 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
             } else {
                 ContainerState::Shrunk
             };
-            k.phase = Phase::Reducing;
+            // Stacked on one still in flight: it held what that one started from.
             k.reduced_from = if k.phase == Phase::Reducing {
                 held.component_max(k.reduced_from)
             } else {
                 held
             };
+            k.phase = Phase::Reducing;
             k.transition_at = ready;
-            k.transition_seq = k.transition_seq.wrapping_add(1);
             if suspend {
                 k.suspensions += 1;
             }
@@ -867,8 +857,8 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
             self.counts.shrunk += 1;
         }
         self.set_speed(c, speed);
-        let seq = self.slab[c as usize].transition_seq;
-        self.events.push(ready, Ev::Transition { c, seq });
+        let epoch = self.slab[c as usize].epoch;
+        self.events.push(ready, Ev::Transition { c, epoch });
     }
 
     /// Give container `c` its limits back up to `to`: memory first, then CPU once it is
@@ -890,7 +880,6 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
             };
             k.phase = Phase::Restoring;
             k.epoch = k.epoch.wrapping_add(1);
-            k.transition_seq = k.transition_seq.wrapping_add(1);
             k.transition_at = self.now + delay;
         }
         if let Some(h) = &mut self.holdings {
@@ -902,9 +891,9 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
         }
         self.touch(c);
         self.counts.resumed += 1;
-        let seq = self.slab[c as usize].transition_seq;
+        let epoch = self.slab[c as usize].epoch;
         self.events
-            .push(self.now + delay, Ev::Transition { c, seq });
+            .push(self.now + delay, Ev::Transition { c, epoch });
     }
 
     /// Kill container `c`: its work is lost and the task goes back to its job, or fails
@@ -919,7 +908,6 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
         let k = &mut self.slab[c as usize];
         k.phase = Phase::Killing;
         k.state = ContainerState::Killed;
-        k.transition_seq = k.transition_seq.wrapping_add(1);
         k.transition_at = at;
         let epoch = k.epoch;
         if let Some(h) = &mut self.holdings {
@@ -1057,12 +1045,9 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
 /// it, and [`Core::compact_events`] drops it.
 fn stale<M>(slab: &[Container], ev: &Ev<M>) -> bool {
     match *ev {
-        Ev::TaskEnd { c, epoch } | Ev::Killed { c, epoch } => slab
+        Ev::TaskEnd { c, epoch } | Ev::Transition { c, epoch } | Ev::Killed { c, epoch } => slab
             .get(c as usize)
             .is_none_or(|k| !k.live || k.epoch != epoch),
-        Ev::Transition { c, seq } => slab
-            .get(c as usize)
-            .is_none_or(|k| !k.live || k.transition_seq != seq),
         _ => false,
     }
 }
