@@ -920,36 +920,27 @@ fn dice_makes_its_node_label_on_the_real_rm_and_removes_it_on_shutdown() {
         .await
         .expect("controller starts");
 
-        let labelled = wait_for(
-            "one node in the short partition",
-            Duration::from_secs(30),
-            || {
-                let rm = rm.clone();
-                async move {
-                    let l = labelled_nodes(&rm).await;
-                    (l.len() == 1).then_some(l)
-                }
-            },
-        )
-        .await;
-        assert_eq!(labelled[0].1, ["short"], "{labelled:?}");
-        let names: Vec<String> = rm
-            .node_labels()
-            .await
-            .expect("node labels")
-            .value
-            .into_iter()
-            .map(|l| {
-                assert!(l.exclusivity, "{l:?}");
-                l.name
-            })
-            .collect();
+        // The label comes first; a node joins the partition once short work comes.
+        let names: Vec<String> = wait_for("the label on the RM", Duration::from_secs(30), || {
+            let rm = rm.clone();
+            async move {
+                let labels = rm.node_labels().await.ok()?.value;
+                (!labels.is_empty()).then_some(labels)
+            }
+        })
+        .await
+        .into_iter()
+        .map(|l| {
+            assert!(l.exclusivity, "{l:?}");
+            l.name
+        })
+        .collect();
         assert_eq!(names, ["short"]);
-        let short_node = rm
-            .node(&NodeId::new(&labelled[0].0))
-            .await
-            .expect("the labelled node")
-            .value;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(
+            labelled_nodes(&rm).await.is_empty(),
+            "no node is labelled before a short job comes"
+        );
 
         // A YarnClient leaves the label unset: the queue's default puts the AM there.
         let known: Vec<String> = rm
@@ -965,6 +956,24 @@ fn dice_makes_its_node_label_on_the_real_rm_and_removes_it_on_shutdown() {
             .sleep_job("short", "1", "60000", &log)
             .spawn()
             .expect("hadoop SleepJob");
+        let labelled = wait_for(
+            "one node in the short partition",
+            Duration::from_secs(90),
+            || {
+                let rm = rm.clone();
+                async move {
+                    let l = labelled_nodes(&rm).await;
+                    (l.len() == 1).then_some(l)
+                }
+            },
+        )
+        .await;
+        assert_eq!(labelled[0].1, ["short"], "{labelled:?}");
+        let short_node = rm
+            .node(&NodeId::new(&labelled[0].0))
+            .await
+            .expect("the labelled node")
+            .value;
         let app: AppInfo = wait_for("the short AM placed", Duration::from_secs(90), || async {
             let apps = rm.apps(&Default::default()).await.ok()?.value;
             apps.into_iter()

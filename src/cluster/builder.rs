@@ -79,6 +79,7 @@ struct QueueDraft {
     job_class: Option<JobClass>,
     policy: Option<PolicyKind>,
     disable_preemption: bool,
+    confined_to: Option<Partition>,
 }
 
 enum Capacity {
@@ -128,6 +129,7 @@ impl ClusterBuilder {
                 job_class: None,
                 policy: None,
                 disable_preemption: false,
+                confined_to: None,
             }],
             apps: Vec::new(),
             nodes: Vec::new(),
@@ -254,6 +256,7 @@ impl ClusterBuilder {
             job_class: class,
             policy: None,
             disable_preemption: false,
+            confined_to: None,
         });
         self
     }
@@ -262,6 +265,14 @@ impl ClusterBuilder {
     pub fn preemption_disabled(mut self) -> Self {
         if let Some(q) = self.queues.last_mut() {
             q.disable_preemption = true;
+        }
+        self
+    }
+
+    /// Confine the last queue's containers to `partition` (a YARN exclusive label).
+    pub fn confined_to(mut self, partition: Partition) -> Self {
+        if let Some(q) = self.queues.last_mut() {
+            q.confined_to = Some(partition);
         }
         self
     }
@@ -473,6 +484,7 @@ impl ClusterBuilder {
                 preemption_disabled: d.disable_preemption || parent_disabled,
                 job_class: d.job_class,
                 policy: d.policy,
+                confined_to: d.confined_to,
                 used: Resource::ZERO,
                 pending: Resource::ZERO,
             });

@@ -134,6 +134,19 @@ pub enum Partition {
     Short,
 }
 
+/// The YARN node label that puts a node in Dice's short partition.
+pub const SHORT_PARTITION_LABEL: &str = "short";
+
+impl Partition {
+    /// The partition a queue's containers are confined to, from its (effective)
+    /// `default-node-label-expression`: Dice's label is exclusive, so a queue that
+    /// defaults to it runs only there.
+    pub fn confining(default_node_label_expression: Option<&str>) -> Option<Partition> {
+        (default_node_label_expression.map(str::trim) == Some(SHORT_PARTITION_LABEL))
+            .then_some(Partition::Short)
+    }
+}
+
 macro_rules! index_type {
     ($name:ident) => {
         #[derive(
@@ -174,6 +187,12 @@ pub struct Queue {
     pub job_class: Option<JobClass>,
     /// `preemptor.policy` override, if set.
     pub policy: Option<PolicyKind>,
+    /// The only partition its containers may be placed in, if any: on YARN, a queue
+    /// whose `default-node-label-expression` is Dice's exclusive label runs only on
+    /// that label's nodes. None: wherever its class may run (Dice's short tasks, in the
+    /// paper, run on any node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confined_to: Option<Partition>,
     /// Allocated to its running containers (computed by [`ClusterView::new`]).
     #[serde(default)]
     pub used: Resource,
@@ -878,6 +897,7 @@ mod tests {
             preemption_disabled: false,
             job_class: None,
             policy: None,
+            confined_to: None,
             used: Resource::ZERO,
             pending: Resource::ZERO,
         }

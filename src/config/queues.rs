@@ -14,7 +14,7 @@ use serde::Serialize;
 use super::error::{ConfigError, ConfigErrors, ConfigWarning, Location, QueueProblem};
 use super::values::{did_you_mean, parse_bool, parse_f64, parse_f64_in, parse_i64, parse_list};
 use super::xml::Configuration;
-use crate::cluster::{JobClass, PolicyKind, Queue, QueueIdx};
+use crate::cluster::{JobClass, Partition, PolicyKind, Queue, QueueIdx};
 use crate::resources::Resource;
 
 pub const PREFIX: &str = "yarn.scheduler.capacity.";
@@ -588,6 +588,7 @@ impl QueueTree {
                 preemption_disabled: q.preemption_disabled,
                 job_class: q.job_class,
                 policy: q.policy,
+                confined_to: Partition::confining(q.default_node_label_expression.as_deref()),
                 used: Resource::ZERO,
                 pending: Resource::ZERO,
             })

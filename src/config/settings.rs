@@ -167,8 +167,9 @@ pub struct DiceSettings {
     /// `yarn.preemptor.dice.max-short-extra-fraction`: MaxShort - MinShort.
     pub max_short_extra_fraction: f64,
     /// `yarn.preemptor.dice.min-short-nodes`: the short partition never has fewer
-    /// nodes. On YARN a short queue whose default label is the partition's runs only
-    /// there, so an empty partition would leave its jobs waiting.
+    /// nodes once a short application has been seen. On YARN a short queue whose
+    /// default label is the partition's runs only there, so an empty partition would
+    /// leave its jobs waiting.
     pub min_short_nodes: usize,
     /// `yarn.preemptor.dice.preemption.enabled`
     pub preemption_enabled: bool,

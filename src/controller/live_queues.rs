@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::{JobClass, PolicyKind, Queue, QueueIdx};
+use crate::cluster::{JobClass, Partition, PolicyKind, Queue, QueueIdx};
 use crate::config::queues::{QueueConfig, QueueTree};
 use crate::resources::Resource;
 use crate::yarn::dto::QueueInfo;
@@ -192,6 +192,7 @@ impl Builder<'_> {
             preemption_disabled,
             job_class,
             policy,
+            confined_to: Partition::confining(q.default_node_label_expression.as_deref()),
             used: Resource::ZERO,
             pending: Resource::ZERO,
         });

@@ -15,8 +15,7 @@ use crate::resources::{Limits, Resource};
 use crate::yarn::RmSnapshot;
 use crate::yarn::dto::{AppInfo, NodeInfo, YarnApplicationState};
 
-/// The node label that puts a node in Dice's short partition.
-pub const SHORT_PARTITION_LABEL: &str = "short";
+pub use crate::cluster::SHORT_PARTITION_LABEL;
 
 /// What the controller remembers between ticks to build a view the RM alone cannot give.
 #[derive(Clone, Debug, Default)]

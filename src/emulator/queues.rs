@@ -397,6 +397,7 @@ pub(crate) fn test_queue(
         preemption_disabled: false,
         job_class: None,
         policy: None,
+        confined_to: None,
         used: Resource::ZERO,
         pending: Resource::ZERO,
     }

@@ -227,6 +227,9 @@ pub(crate) struct DiceState {
     pub short_partition: Option<usize>,
     /// The short jobs' share of task-seconds in the last window that saw any.
     pub short_share: Option<f64>,
+    /// Whether a short application has been in a view: the short partition's floor
+    /// (`min-short-nodes`) applies from then on.
+    pub short_seen: bool,
 }
 
 /// The memos, each with its container's id, found one of two ways:

@@ -413,6 +413,7 @@ fn sim_queues<M: Copy + std::fmt::Debug>(core: &Core<'_, M>, leaves: &[Leaf]) ->
         preemption_disabled: false,
         job_class,
         policy: None,
+        confined_to: None,
         used: Resource::ZERO,
         pending: Resource::ZERO,
     };

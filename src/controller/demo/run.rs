@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{AgentConfig, RunningAgent};
-use crate::cluster::{JobClass, NodeId, PolicyKind};
+use crate::cluster::{JobClass, PolicyKind};
 use crate::config::queues::QueueTree;
 use crate::emulator::mix::{self, MixConfig};
 use crate::emulator::queues::QueueSetup;
@@ -25,7 +25,7 @@ use super::super::hub::{ControllerEvent, Hub};
 use super::super::view::SHORT_PARTITION_LABEL;
 use super::super::{ControllerConfig, ControllerHandle};
 use super::report::PolicySummary;
-use super::simulated::SimulatedActuator;
+use super::simulated::{SimulatedActuator, SimulatedAgents};
 use super::{DemoConfig, DemoError};
 
 /// How often the live progress line is printed.
@@ -280,61 +280,6 @@ impl LocalAgent {
         if let Err(e) = std::fs::remove_dir_all(&self.state_dir) {
             tracing::warn!(dir = %self.state_dir.display(), error = %e, "removing the demo agent's state directory");
         }
-    }
-}
-
-/// Plugs [`SimulatedActuator`] into the controller: one "agent" per node, named after it.
-struct SimulatedAgents(SimulatedActuator);
-
-impl Actuator for SimulatedAgents {
-    fn agent_for(&self, node: &NodeId) -> Option<String> {
-        Some(node.as_str().to_string())
-    }
-
-    fn act(
-        &self,
-        agent: &str,
-        req: crate::agent::api::ActionRequest,
-    ) -> futures_util::future::BoxFuture<
-        '_,
-        Result<crate::agent::api::ActionResult, crate::controller::agents::ActError>,
-    > {
-        let node = NodeId::new(agent);
-        // The simulated runtime refuses only what no retry changes.
-        Box::pin(async move {
-            self.0
-                .act(&node, &req)
-                .await
-                .map_err(crate::controller::agents::ActError::refused)
-        })
-    }
-
-    fn containers(
-        &self,
-        agent: &str,
-    ) -> futures_util::future::BoxFuture<'_, Result<Vec<crate::agent::api::ContainerStatus>, String>>
-    {
-        let list = self.0.containers(&NodeId::new(agent));
-        Box::pin(async move { Ok(list) })
-    }
-
-    fn renew_lease(
-        &self,
-        _agent: &str,
-        ttl: Duration,
-    ) -> futures_util::future::BoxFuture<'_, Result<crate::agent::api::LeaseStatus, String>> {
-        // Simulated containers live in this process: nothing outlives it to resume, and
-        // this controller is the only holder there is.
-        let timeout_ms = ttl.as_millis() as u64;
-        Box::pin(async move {
-            Ok(crate::agent::api::LeaseStatus {
-                holder: Some("demo (in-process)".into()),
-                live: true,
-                timeout_ms,
-                remaining_ms: timeout_ms,
-                changed_containers: 0,
-            })
-        })
     }
 }
 

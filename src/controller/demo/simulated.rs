@@ -5,11 +5,16 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use crate::agent::api::{Action, ActionKind, ActionRequest, ActionResult, ContainerStatus};
+use futures_util::future::BoxFuture;
+
+use crate::agent::api::{
+    Action, ActionKind, ActionRequest, ActionResult, ContainerStatus, LeaseStatus,
+};
 use crate::agent::limits::CgroupLimits;
 use crate::cluster::{ContainerId, ContainerState, NodeId};
+use crate::controller::agents::{ActError, Actuator};
 use crate::emulator::runtime::{
     ContainerRuntime, ContainerSignal, SimulatedContainer, SimulatedRuntime,
 };
@@ -26,6 +31,49 @@ struct Changed {
     allocated: Resource,
     limits: Limits,
     state: ContainerState,
+}
+
+/// Plugs [`SimulatedActuator`] into the controller: one "agent" per node, named after it.
+pub struct SimulatedAgents(pub SimulatedActuator);
+
+impl Actuator for SimulatedAgents {
+    fn agent_for(&self, node: &NodeId) -> Option<String> {
+        Some(node.as_str().to_string())
+    }
+
+    fn act(
+        &self,
+        agent: &str,
+        req: ActionRequest,
+    ) -> BoxFuture<'_, Result<ActionResult, ActError>> {
+        let node = NodeId::new(agent);
+        // The simulated runtime refuses only what no retry changes.
+        Box::pin(async move { self.0.act(&node, &req).await.map_err(ActError::refused) })
+    }
+
+    fn containers(&self, agent: &str) -> BoxFuture<'_, Result<Vec<ContainerStatus>, String>> {
+        let list = self.0.containers(&NodeId::new(agent));
+        Box::pin(async move { Ok(list) })
+    }
+
+    fn renew_lease(
+        &self,
+        _agent: &str,
+        ttl: Duration,
+    ) -> BoxFuture<'_, Result<LeaseStatus, String>> {
+        // Simulated containers live in this process: nothing outlives it to resume, and
+        // this controller is the only holder there is.
+        let timeout_ms = ttl.as_millis() as u64;
+        Box::pin(async move {
+            Ok(LeaseStatus {
+                holder: Some("demo (in-process)".into()),
+                live: true,
+                timeout_ms,
+                remaining_ms: timeout_ms,
+                changed_containers: 0,
+            })
+        })
+    }
 }
 
 /// The demo's stand-in for a node agent when the emulator runs simulated containers.

@@ -1,8 +1,9 @@
 //! Dice: the short partition's size from the short tasks' waiting time (and the node
 //! partition changes it takes), and the opportunistic preemption requests to general
-//! nodes.
+//! nodes (or, for short queues confined to the short partition, to short nodes).
 
 use super::*;
+use crate::config::settings::DiceSettings;
 
 /// Dice's samples since the last tick.
 pub(super) struct DiceScan {
@@ -46,6 +47,34 @@ pub(super) fn dice_samples(
     scan
 }
 
+/// The smallest outstanding short request, of queues that may run anywhere and of
+/// queues confined to the short partition.
+struct ShortUnits {
+    anywhere: Option<Amount>,
+    confined: Option<Amount>,
+}
+
+impl ShortUnits {
+    fn of(view: &ClusterView) -> ShortUnits {
+        let mut units = ShortUnits {
+            anywhere: None,
+            confined: None,
+        };
+        for a in view.apps.iter().filter(|a| a.class == JobClass::Short) {
+            let unit = if view.queue(a.queue).confined_to == Some(Partition::Short) {
+                &mut units.confined
+            } else {
+                &mut units.anywhere
+            };
+            for r in a.requests.iter().filter(|r| r.num_containers > 0) {
+                let r = Amount::from(r.capability);
+                *unit = Some(unit.map_or(r, |u| u.component_min(r)));
+            }
+        }
+        units
+    }
+}
+
 impl Tick<'_> {
     /// Dice: end timed-out suspensions, feed the window, and on the tick that closes
     /// it, size the short partition and send opportunistic preemption requests.
@@ -54,6 +83,9 @@ impl Tick<'_> {
         let view = self.view;
         let settings = self.s;
         let s = &settings.dice;
+        if !st.short_seen {
+            st.short_seen = view.apps.iter().any(|a| a.class == JobClass::Short);
+        }
         for w in self.waiting {
             let ci = w.container;
             if self.policy[w.app.get()] != PolicyKind::Dice || self.acted.contains(ci) {
@@ -99,7 +131,18 @@ impl Tick<'_> {
         }
         let share = window.short_share().or(st.short_share);
         st.short_share = share;
-        let mut report = dice::window_decision(window.mean_wait_ms(), share, view.nodes.len(), s);
+        let unfloored;
+        let s_window = if st.short_seen {
+            s
+        } else {
+            unfloored = DiceSettings {
+                min_short_nodes: 0,
+                ..s.clone()
+            };
+            &unfloored
+        };
+        let mut report =
+            dice::window_decision(window.mean_wait_ms(), share, view.nodes.len(), s_window);
         st.short_partition = Some(report.short_partition);
         st.window = Some(DiceWindow::new(self.now));
         if report.preemption_requests > 0 {
@@ -110,11 +153,22 @@ impl Tick<'_> {
                     *c = true;
                 }
             }
-            let general: Vec<u32> = (0..view.nodes.len())
-                .filter(|&n| (view.nodes[n].partition == Partition::General) != converting[n])
+            let units = ShortUnits::of(view);
+            // The paper's requests go to general nodes, where its short tasks may run
+            // too. A short queue confined to the short partition (YARN's exclusive
+            // label) is helped only there, by the long containers left on converted
+            // nodes: "a labeled job requesting labeled resources can preempt
+            // non-labeled jobs on labeled nodes" (Dice, section 6).
+            let general_ok = units.confined.is_none() || units.anywhere.is_some();
+            let short_ok = units.confined.is_some();
+            let candidates: Vec<u32> = (0..view.nodes.len())
+                .filter(|&n| {
+                    let general = (view.nodes[n].partition == Partition::General) != converting[n];
+                    if general { general_ok } else { short_ok }
+                })
                 .map(|n| n as u32)
                 .collect();
-            let mut chosen = dice::choose_nodes(rng, &general, report.preemption_requests);
+            let mut chosen = dice::choose_nodes(rng, &candidates, report.preemption_requests);
             // Visited in node order, from a random start so that a binding round budget
             // favours no node numbers: in the sample's own order no visit finds the last
             // one's pages mapped or cached, which made this pass grow faster than the
@@ -124,14 +178,6 @@ impl Tick<'_> {
                 let start = rng.random_range(0..chosen.len());
                 chosen.rotate_left(start);
             }
-            let unit = view
-                .apps
-                .iter()
-                .filter(|a| a.class == JobClass::Short)
-                .flat_map(|a| a.requests.iter())
-                .filter(|r| r.num_containers > 0)
-                .map(|r| Amount::from(r.capability))
-                .reduce(Amount::component_min);
             let header = why!(
                 self,
                 "Dice window: short tasks waited {} on average (r = {:.2}, {} model p = {:.2}); opportunistic preemption request to this node, one of {}",
@@ -142,7 +188,14 @@ impl Tick<'_> {
                 report.preemption_requests
             );
             for n in chosen {
-                if self.dice_node(n as usize, unit, &header) {
+                let n = n as usize;
+                let general = (view.nodes[n].partition == Partition::General) != converting[n];
+                let unit = if general {
+                    units.anywhere
+                } else {
+                    units.confined
+                };
+                if self.dice_node(n, unit, &header) {
                     report.suspended += 1;
                 }
             }
@@ -267,9 +320,16 @@ impl Tick<'_> {
             return;
         }
         let nodes = self.view.nodes.len();
-        // Before the first window closes: MinShort when configured, else the floor.
-        let floor = self.s.dice.min_short_nodes.min(nodes);
-        let target = st.short_partition.or_else(|| {
+        // Before the first window closes: MinShort when configured, else the floor. The
+        // floor keeps short work from being stranded outside an empty partition, so it
+        // waits for short work: a node converted then is the least loaded of a busy
+        // cluster, not one that an idle cluster keeps from the long jobs.
+        let floor = if st.short_seen {
+            self.s.dice.min_short_nodes.min(nodes)
+        } else {
+            0
+        };
+        let target = st.short_partition.map(|t| t.max(floor)).or_else(|| {
             let configured = self
                 .s
                 .dice

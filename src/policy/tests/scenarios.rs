@@ -754,6 +754,98 @@ fn dice_resumes_after_the_timeout_once_room_is_free_and_suspends_at_most_twice()
 }
 
 #[test]
+fn dice_keeps_its_floor_node_for_when_short_work_comes() {
+    // No MinShort configured: the one-node floor waits for the first short job, and
+    // then takes the least loaded node of a cluster the long jobs already fill.
+    let long_only = || {
+        ClusterBuilder::new()
+            .nodes(2, Resource::new(8 * GB, 8))
+            .queue("root.short", 50.0, 100.0, JobClass::Short)
+            .confined_to(Partition::Short)
+            .queue("root.long", 50.0, 100.0, JobClass::Long)
+            .app("root.long", "SPARK")
+            .containers_on(0, 2, Resource::new(4 * GB, 4))
+            .containers_on(1, 1, Resource::new(4 * GB, 4))
+    };
+    let mut s = settings(PolicyKind::Dice);
+    s.dice.min_short_fraction = None;
+    let window = s.dice.window_ms;
+    let mut state = PolicyState::new(s);
+    let partitions = |plan: &Plan| {
+        plan.actions
+            .iter()
+            .filter_map(|a| match &a.kind {
+                ActionKind::SetNodePartition { node, partition } => {
+                    Some((node.clone(), *partition))
+                }
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    let view = long_only().build().unwrap();
+    for now in [0, window, 2 * window] {
+        let (plan, _) = tick(&view, &mut state, now);
+        assert_eq!(partitions(&plan), [], "at {now} ms, before any short job");
+    }
+    let view = long_only()
+        .app("root.short", "MAPREDUCE")
+        .pending(1, Resource::new(GB, 1))
+        .build()
+        .unwrap();
+    let (plan, _) = tick(&view, &mut state, 2 * window + 1000);
+    assert_eq!(
+        partitions(&plan),
+        [(view.nodes[1].id.clone(), Partition::Short)]
+    );
+}
+
+#[test]
+fn dice_requests_go_to_short_nodes_when_the_short_queue_is_confined_there() {
+    // Node 0 was converted to the short partition with long work still on it; node 1 is
+    // general. On YARN the short queue runs only in its exclusive label: room freed on
+    // node 1 would not help it, room freed on node 0 does.
+    let cluster = |confined: bool| {
+        let b = ClusterBuilder::new()
+            .nodes(1, Resource::new(8 * GB, 8))
+            .node_state(Resource::new(8 * GB, 8), Partition::Short)
+            .node("general:8041", Resource::new(8 * GB, 8))
+            .queue("root.short", 90.0, 100.0, JobClass::Short);
+        let b = if confined {
+            b.confined_to(Partition::Short)
+        } else {
+            b
+        };
+        b.queue("root.long", 10.0, 100.0, JobClass::Long)
+            .app("root.long", "SPARK")
+            .containers_on(0, 2, Resource::new(4 * GB, 4))
+            .containers_on(1, 2, Resource::new(4 * GB, 4))
+            .app("root.short", "MAPREDUCE")
+            .pending(1, Resource::new(GB, 1))
+            .build()
+            .unwrap()
+    };
+    for (confined, node) in [(true, 0), (false, 1)] {
+        let mut s = settings(PolicyKind::Dice);
+        s.dice.min_short_fraction = Some(0.5);
+        s.dice.max_short_extra_fraction = 0.0;
+        s.total_preemption_per_round = 1.0;
+        let window = s.dice.window_ms;
+        let mut state = PolicyState::new(s);
+        let view = cluster(confined);
+        tick(&view, &mut state, 0);
+        let (plan, after) = tick(&view, &mut state, window);
+        assert_eq!(
+            plan.dice.as_ref().map(|d| d.suspended),
+            Some(1),
+            "{confined}"
+        );
+        let held = not_running(&after);
+        assert_eq!(held.len(), 1, "{confined}");
+        assert_eq!(held[0].node.get(), node, "confined: {confined}");
+    }
+}
+
+#[test]
 fn switching_to_none_resumes_everything_and_restores_nodes() {
     for kind in [
         PolicyKind::Immediate,
