@@ -311,6 +311,21 @@ impl DemoConfig {
     }
 }
 
+/// Dice decides once per window (60 s by default, as long as a whole demo run), and only
+/// what waits when a window closes counts as waiting: a quarter of a burst interval
+/// instead (at least 1 s), so that windows close while a burst's tasks still wait, and
+/// MaxTaskWaitingTime cut in the same proportion, so that the demo's seconds-long waits
+/// weigh in a window as the paper's minutes do in its 60 s.
+pub fn scale_dice_to_bursts(dice: &mut crate::config::settings::DiceSettings, burst: Duration) {
+    let quarter_ms = u64::try_from(burst.as_millis() / 4).unwrap_or(u64::MAX);
+    let window_ms = dice.window_ms.min(quarter_ms.max(1000));
+    if window_ms < dice.window_ms {
+        let scaled = dice.max_task_waiting_ms as u128 * window_ms as u128 / dice.window_ms as u128;
+        dice.max_task_waiting_ms = u64::try_from(scaled).unwrap_or(u64::MAX).max(1);
+        dice.window_ms = window_ms;
+    }
+}
+
 /// About four bursts per policy, the first a quarter in, once long jobs hold the cluster.
 pub fn burst_interval_for(per_policy: Duration) -> Duration {
     (per_policy / 4).max(Duration::from_secs(5))
@@ -458,6 +473,19 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         demo: DemoArgs,
+    }
+
+    #[test]
+    fn dices_window_and_max_wait_shrink_together_to_a_burst() {
+        let mut d = crate::config::settings::PolicySettings::default().dice;
+        assert_eq!((d.window_ms, d.max_task_waiting_ms), (60_000, 30_000));
+        scale_dice_to_bursts(&mut d, Duration::from_secs(22));
+        assert_eq!((d.window_ms, d.max_task_waiting_ms), (5_500, 2_750));
+        // Bursts longer than four windows change nothing.
+        scale_dice_to_bursts(&mut d, Duration::from_secs(90));
+        assert_eq!((d.window_ms, d.max_task_waiting_ms), (5_500, 2_750));
+        scale_dice_to_bursts(&mut d, Duration::ZERO);
+        assert_eq!((d.window_ms, d.max_task_waiting_ms), (1_000, 500));
     }
 
     fn parse(args: &[&str]) -> Result<DemoArgs, String> {

@@ -513,8 +513,7 @@ fn controller_config(
     // YARN's per-round budgets round down to nothing on a few containers.
     settings.policy.total_preemption_per_round = 1.0;
     settings.policy.natural_termination_factor = 1.0;
-    let burst_ms = u64::try_from(config.workload.short_interval.as_millis()).unwrap_or(u64::MAX);
-    settings.policy.dice.window_ms = settings.policy.dice.window_ms.min(burst_ms.max(1000));
+    super::scale_dice_to_bursts(&mut settings.policy.dice, config.workload.short_interval);
     settings.rm.addresses = vec![rm.to_string()];
     settings.agent.lease_timeout_ms = AGENT_LEASE.as_millis() as u64;
     settings.agent.request_timeout_ms = settings.agent.request_timeout_ms.max(20_000);

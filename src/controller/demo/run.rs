@@ -307,10 +307,7 @@ fn controller_config(
     // eight containers they round down to nothing. Whole containers per round.
     settings.policy.total_preemption_per_round = 1.0;
     settings.policy.natural_termination_factor = 1.0;
-    // Dice decides once per window (60 s by default, as long as a whole demo run): one
-    // window per burst instead.
-    let burst_ms = u64::try_from(config.burst_interval.as_millis()).unwrap_or(u64::MAX);
-    settings.policy.dice.window_ms = settings.policy.dice.window_ms.min(burst_ms.max(1000));
+    super::scale_dice_to_bursts(&mut settings.policy.dice, config.burst_interval);
     settings.rm.addresses = vec![emu.rm_url().to_string()];
     settings.agent.lease_timeout_ms = AGENT_LEASE.as_millis() as u64;
     // Squeezing a container's memory can take seconds on a busy two-core machine.
