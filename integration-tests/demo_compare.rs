@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use preemptor::cluster::PolicyKind;
-use preemptor::controller::demo::{self, DemoConfig, NODE_RESOURCE, report::PolicySummary};
+use preemptor::demo::{self, DemoConfig, NODE_RESOURCE, report::PolicySummary};
 use preemptor::emulator::RuntimeChoice;
 use preemptor::emulator::workload::Kernel;
 use tokio_util::sync::CancellationToken;

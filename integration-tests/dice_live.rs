@@ -14,8 +14,8 @@ use preemptor::controller::agents::Actuator;
 use preemptor::controller::controller::{
     ControllerConfig, ControllerHandle, ShutdownReport, start,
 };
-use preemptor::controller::demo::simulated::{SimulatedActuator, SimulatedAgents};
 use preemptor::controller::hub::ControllerEvent;
+use preemptor::demo::simulated::{SimulatedActuator, SimulatedAgents};
 use preemptor::emulator::queues::QueueSetup;
 use preemptor::emulator::workload::WorkloadSpec;
 use preemptor::emulator::{Emulator, EmulatorConfig, EmulatorHandle, RuntimeChoice};

@@ -4,10 +4,12 @@
 
 pub mod agent;
 pub mod auth;
+pub mod check_config;
 pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod controller;
+pub mod demo;
 pub mod durable;
 pub mod emulator;
 pub mod policy;
@@ -16,6 +18,7 @@ pub mod sim;
 pub mod sync;
 pub mod text;
 pub mod tls;
+pub mod tokens;
 pub mod yarn;
 
 /// An error and its causes on one line. A cause whose text an earlier message already

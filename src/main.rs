@@ -41,7 +41,7 @@ enum Command {
     #[command(
         about = "Validate capacity-scheduler.xml and preemptor-site.xml and print the queue tree"
     )]
-    CheckConfig(preemptor::config::cli::CheckConfigArgs),
+    CheckConfig(preemptor::check_config::CheckConfigArgs),
     #[command(
         about = "Run the node agent on a NodeManager host (suspends, shrinks, resumes containers)"
     )]
@@ -57,7 +57,7 @@ enum Command {
     )]
     Nodemanager(preemptor::emulator::nodemanager::cli::NodemanagerArgs),
     #[command(about = "Run emulator, agent and controller on this machine and compare policies")]
-    Demo(preemptor::controller::cli::DemoArgs),
+    Demo(preemptor::demo::DemoArgs),
     #[command(about = "Simulate policies and schedulers on a job trace at datacenter scale")]
     Sim(preemptor::sim::cli::SimArgs),
     #[command(about = "Follow a controller's preemption log")]
@@ -94,7 +94,7 @@ struct TokenArgs {
 }
 
 fn create_tokens(args: &TokenArgs) -> anyhow::Result<()> {
-    use preemptor::config::secret::{TokenFile, create_token_file};
+    use preemptor::tokens::{TokenFile, create_token_file};
     for f in &args.files {
         let done = create_token_file(f)?;
         let said = match done {
@@ -163,7 +163,7 @@ fn main() -> ExitCode {
 
 fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::CheckConfig(args) => Ok(preemptor::config::cli::run(&args)),
+        Command::CheckConfig(args) => Ok(preemptor::check_config::run(&args)),
         Command::Agent(args) => {
             runtime()?.block_on(preemptor::agent::cli::run(args))?;
             Ok(ExitCode::SUCCESS)
@@ -181,7 +181,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Demo(args) => {
-            runtime()?.block_on(preemptor::controller::cli::demo(args))?;
+            runtime()?.block_on(preemptor::demo::demo(args))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Sim(args) => {

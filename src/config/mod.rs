@@ -5,7 +5,6 @@
 //! [`load_embedded_default`] reads the example in `hadoop-conf/`, compiled in, so that
 //! `preemptor demo` needs no files.
 
-pub mod cli;
 pub mod error;
 pub mod queues;
 pub mod secret;

@@ -1,4 +1,4 @@
-//! `preemptor controller`; `demo` and `logs` live in their own modules.
+//! `preemptor controller`; `logs` lives in its own module, `demo` in [`crate::demo`].
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -8,7 +8,6 @@ use tokio::signal::unix::{SignalKind, signal};
 use super::controller::{ControllerConfig, ControllerError, start};
 use crate::config::secret::{SecretFileError, read_token_file};
 
-pub use super::demo::{DemoArgs, demo};
 pub use super::logs::{LogsArgs, logs};
 
 #[derive(Debug, clap::Args)]

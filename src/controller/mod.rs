@@ -19,7 +19,6 @@ pub mod cli;
 #[allow(clippy::module_inception)]
 pub mod controller;
 pub mod dashboard;
-pub mod demo;
 pub mod executor;
 pub mod history;
 pub mod hub;

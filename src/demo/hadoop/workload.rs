@@ -11,8 +11,8 @@ use super::super::DemoError;
 
 /// `deploy/workloads/tpch/q1_check.py` and its query, written into the run directory so
 /// that the binary needs no checkout.
-pub const Q1_CHECK_PY: &str = include_str!("../../../../deploy/workloads/tpch/q1_check.py");
-pub const Q1_SQL: &str = include_str!("../../../../deploy/workloads/tpch/q1.sql");
+pub const Q1_CHECK_PY: &str = include_str!("../../../deploy/workloads/tpch/q1_check.py");
+pub const Q1_SQL: &str = include_str!("../../../deploy/workloads/tpch/q1.sql");
 
 /// The Python with pyspark and duckdb, pyspark's directory (its SPARK_HOME) and
 /// tpchgen-cli.

@@ -1,5 +1,5 @@
 //! `preemptor check-config`: validates a conf directory and prints the queue tree and a
-//! summary of the settings, as text or JSON.
+//! summary of the settings, as text or JSON. Apart from `config/`, which only reads.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -8,11 +8,11 @@ use std::process::ExitCode;
 
 use serde::Serialize;
 
-use super::error::{ConfigError, ConfigWarning};
-use super::queues::{CapacityValue, QueueConfig, QueueTree, parse_capacity};
-use super::settings::{PolicySettings, PreemptorSettings};
-use super::{ConfigErrors, LoadedConfig};
 use crate::cluster::PolicyKind;
+use crate::config::error::{ConfigError, ConfigWarning};
+use crate::config::queues::{CapacityValue, QueueConfig, QueueTree, parse_capacity};
+use crate::config::settings::{PolicySettings, PreemptorSettings};
+use crate::config::{ConfigErrors, LoadedConfig};
 use crate::resources::Resource;
 use crate::text::table;
 
@@ -63,7 +63,7 @@ fn parse_cluster_resource(s: &str) -> Result<Resource, String> {
 }
 
 pub fn run(args: &CheckConfigArgs) -> ExitCode {
-    let result = super::load_dir(&args.conf_dir);
+    let result = crate::config::load_dir(&args.conf_dir);
     let report = Report::new(args, &result);
     let (stdout, stderr) = match args.format {
         OutputFormat::Json => (render_json(&report), String::new()),
@@ -509,7 +509,7 @@ mod tests {
     #[test]
     fn text_shows_an_indented_tree_and_settings() {
         let a = args(&shipped(), Some(Resource::new(100 * 1024, 100)));
-        let result = super::super::load_dir(&a.conf_dir);
+        let result = crate::config::load_dir(&a.conf_dir);
         let (out, err) = render_text(&Report::new(&a, &result));
         assert!(err.is_empty(), "{err}");
         let lines: Vec<&str> = out.lines().collect();
@@ -548,7 +548,7 @@ mod tests {
     #[test]
     fn json_has_the_same_tree() {
         let a = args(&shipped(), None);
-        let result = super::super::load_dir(&a.conf_dir);
+        let result = crate::config::load_dir(&a.conf_dir);
         let v: serde_json::Value =
             serde_json::from_str(&render_json(&Report::new(&a, &result))).unwrap();
         assert_eq!(v["valid"], true);
@@ -577,7 +577,7 @@ mod tests {
         )
         .unwrap();
         let a = args(dir.path(), None);
-        let result = super::super::load_dir(&a.conf_dir);
+        let result = crate::config::load_dir(&a.conf_dir);
         let report = Report::new(&a, &result);
         let (out, err) = render_text(&report);
         assert!(out.is_empty());

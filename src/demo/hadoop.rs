@@ -25,12 +25,12 @@ use crate::emulator::stats::AppRecord;
 use crate::yarn::dto::{AppInfo, FinalApplicationStatus, YarnApplicationState};
 use crate::yarn::{AppsQuery, RmClient};
 
-use super::super::hub::{ControllerEvent, Metrics, Outcome};
-use super::super::{ControllerConfig, ControllerHandle};
 use super::json::{ChecksJson, JobJson, Percentiles, PolicyJson, policy_json};
 use super::report::PolicySummary;
 use super::run::{LocalAgent, TempDir, machine_has_swap, random_token, unique_temp_dir};
 use super::{DemoError, DemoPolicy};
+use crate::controller::hub::{ControllerEvent, Metrics, Outcome};
+use crate::controller::{ControllerConfig, ControllerHandle};
 use procs::{CLUSTER_MARKER, Client, Cluster, ClusterSpec};
 use workload::Tools;
 
@@ -39,8 +39,7 @@ pub const DEFAULT_CLUSTER_SH: &str =
     concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/hadoop/cluster.sh");
 
 /// The shipped queues (`short` and `long`), given to the RM when no --conf-dir is.
-const SHIPPED_CAPACITY_SCHEDULER: &str =
-    include_str!("../../../hadoop-conf/capacity-scheduler.xml");
+const SHIPPED_CAPACITY_SCHEDULER: &str = include_str!("../../hadoop-conf/capacity-scheduler.xml");
 
 /// A MapReduce task's container (cluster.sh's `mapreduce.map.memory.mb`): the memory a
 /// suspension leaves a long task on a machine without swap.
@@ -655,7 +654,7 @@ fn watch_actions(
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
             };
             if live {
-                eprintln!("   {}", super::super::log::line(&record));
+                eprintln!("   {}", crate::controller::log::line(&record));
             }
             if record.outcome != Outcome::Applied {
                 continue;
@@ -735,7 +734,9 @@ async fn run_policy(
                 &token,
                 &run_dir.join(format!("controller-{}", k.name())),
             ) {
-                Ok(cc) => super::super::start(cc).await.map_err(DemoError::Controller),
+                Ok(cc) => crate::controller::start(cc)
+                    .await
+                    .map_err(DemoError::Controller),
                 Err(e) => Err(e),
             };
             match started {

@@ -20,13 +20,13 @@ use crate::emulator::stats::{AppRecord, app_records};
 use crate::emulator::{Emulator, EmulatorConfig, EmulatorHandle};
 use crate::resources::Resource;
 
-use super::super::agents::Actuator;
-use super::super::hub::{ControllerEvent, Hub};
-use super::super::view::SHORT_PARTITION_LABEL;
-use super::super::{ControllerConfig, ControllerHandle};
 use super::report::PolicySummary;
 use super::simulated::{SimulatedActuator, SimulatedAgents};
 use super::{DemoConfig, DemoError};
+use crate::controller::agents::Actuator;
+use crate::controller::hub::{ControllerEvent, Hub};
+use crate::controller::view::SHORT_PARTITION_LABEL;
+use crate::controller::{ControllerConfig, ControllerHandle};
 
 /// How often the live progress line is printed.
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
@@ -233,8 +233,7 @@ impl Drop for TempDir {
 
 /// A random API token for one run, drawn as token files are.
 pub(super) fn random_token() -> Result<String, DemoError> {
-    crate::config::secret::random_token()
-        .map_err(|e| DemoError::Io(format!("drawing a random token: {e}")))
+    crate::tokens::random_token().map_err(|e| DemoError::Io(format!("drawing a random token: {e}")))
 }
 
 /// An in-process node agent of the demo, with its state directory.
@@ -350,7 +349,7 @@ fn print_events(hub: &Hub, live: bool, cancel: CancellationToken) -> tokio::task
             };
             match event {
                 Ok(ControllerEvent::Action(record)) if live => {
-                    println!("   {}", super::super::log::line(&record));
+                    println!("   {}", crate::controller::log::line(&record));
                 }
                 Ok(ControllerEvent::Warning { message, .. }) if live => {
                     println!("   warning: {message}");
@@ -438,7 +437,9 @@ async fn run_policy(
         Ok(mut cc) => {
             cc.settings.controller.state_dir = state.0.clone();
             api_token = String::from_utf8_lossy(&cc.api_token).into_owned();
-            super::super::start(cc).await.map_err(DemoError::Controller)
+            crate::controller::start(cc)
+                .await
+                .map_err(DemoError::Controller)
         }
         Err(e) => Err(e),
     };

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use crate::cluster::JobClass;
 use crate::emulator::stats::AppRecord;
 
-use super::super::hub::Metrics;
+use crate::controller::hub::Metrics;
 
 /// Actions that take resources from a container (resume and node updates are not
 /// preemptions).

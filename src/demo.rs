@@ -200,7 +200,7 @@ pub enum DemoError {
     #[error("node agent: {0}")]
     Agent(crate::agent::StartError),
     #[error("controller: {0}")]
-    Controller(super::ControllerError),
+    Controller(crate::controller::ControllerError),
     #[error("{0}")]
     Io(String),
 }
