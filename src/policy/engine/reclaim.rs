@@ -33,6 +33,20 @@ pub(super) enum Reclaim {
     Shrink(Amount),
 }
 
+/// Which of a job's containers a pass takes: its tasks, or, once no task is left, its
+/// ApplicationMasters (whose loss costs the whole job its progress).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum TakeFrom {
+    Tasks,
+    ApplicationMasters,
+}
+
+impl TakeFrom {
+    fn holds(self, c: &Container) -> bool {
+        c.is_am == (self == TakeFrom::ApplicationMasters)
+    }
+}
+
 impl Tick<'_> {
     /// Not marked, not yet acted on, managed, running or shrunk, above its footprint.
     /// The bitmaps come first: a victim walk passes every container marked in earlier
@@ -105,7 +119,7 @@ impl Tick<'_> {
                 describe_remaining(remaining)
             );
             let reason = Rc::new(reason);
-            self.pick_from(ai, false, &reason, &mut sel);
+            self.pick_from(ai, TakeFrom::Tasks, &reason, &mut sel);
             reached.push((ai, reason));
         }
         for (ai, reason) in reached {
@@ -113,7 +127,7 @@ impl Tick<'_> {
                 break;
             }
             let reason = Rc::new(why!(self, "{reason}; only ApplicationMasters are left"));
-            self.pick_from(ai, true, &reason, &mut sel);
+            self.pick_from(ai, TakeFrom::ApplicationMasters, &reason, &mut sel);
         }
         let Selection {
             mut taken,
@@ -134,14 +148,13 @@ impl Tick<'_> {
         }
     }
 
-    /// Take from one job's reclaimable containers (its ApplicationMasters if `ams`)
-    /// through the ledger until the selection's target is met: whole containers for
+    /// Take from one job's reclaimable containers of `kind` through the ledger until the selection's target is met: whole containers for
     /// kill and immediate, one graceful step per container (those shrunk least so far
     /// first, so that steps go round-robin across rounds), newest first.
     pub(super) fn pick_from(
         &mut self,
         ai: AppIdx,
-        ams: bool,
+        kind: TakeFrom,
         reason: &Rc<String>,
         sel: &mut Selection,
     ) {
@@ -162,7 +175,7 @@ impl Tick<'_> {
             (shrunk(c), newest_key(c))
         };
         let candidate =
-            |t: &Self, ci: ContainerIdx, c: &Container| t.reclaimable(ci, c) && c.is_am == ams;
+            |t: &Self, ci: ContainerIdx, c: &Container| t.reclaimable(ci, c) && kind.holds(c);
         let containers = &view.app(ai).containers;
         if !view.containers_oldest_first(ai) {
             let all = containers
