@@ -5,8 +5,8 @@ use super::*;
 
 impl Tick<'_> {
     /// Advertise physical capacity plus what was reclaimed there (and N+Q admission
-    /// under LAS); set partitions.
-    pub(super) fn node_capacities(&mut self) {
+    /// under LAS); move the nodes in `partitions` (node, partition) where they are not.
+    pub(super) fn node_capacities(&mut self, partitions: Vec<(usize, Partition)>) {
         let view = self.view;
         let off = self.s.kind == PolicyKind::None;
         let las_on = self.las_active;
@@ -83,7 +83,7 @@ impl Tick<'_> {
                 reason,
             );
         }
-        for (n, p) in std::mem::take(&mut self.partition_changes) {
+        for (n, p) in partitions {
             let node = &view.nodes[n];
             if node.partition == p {
                 continue;

@@ -77,9 +77,17 @@ impl ShortUnits {
 
 impl Tick<'_> {
     /// Dice: end timed-out suspensions, feed the window, and on the tick that closes
-    /// it, size the short partition and send opportunistic preemption requests.
-    pub(super) fn dice(&mut self, st: &mut DiceState, rng: &mut Pcg64) -> Option<DiceReport> {
-        let scan = self.dice.take()?;
+    /// it, size the short partition and send opportunistic preemption requests. Returns
+    /// the window's report, and the partition changes when sending the requests needed
+    /// them planned first.
+    pub(super) fn dice(
+        &mut self,
+        st: &mut DiceState,
+        rng: &mut Pcg64,
+    ) -> (Option<DiceReport>, Option<Vec<(usize, Partition)>>) {
+        let Some(scan) = self.dice.take() else {
+            return (None, None);
+        };
         let view = self.view;
         let settings = self.s;
         let s = &settings.dice;
@@ -107,7 +115,7 @@ impl Tick<'_> {
         let (Some(last), true) = (st.last_sample_ms, st.window.is_some()) else {
             st.window = Some(DiceWindow::new(self.now));
             st.last_sample_ms = Some(self.now);
-            return None;
+            return (None, None);
         };
         let window = st.window.get_or_insert_with(|| DiceWindow::new(last));
         for &w in &scan.waits {
@@ -120,7 +128,7 @@ impl Tick<'_> {
         );
         st.last_sample_ms = Some(self.now);
         if !window.is_due(self.now, s.window_ms) {
-            return None;
+            return (None, None);
         }
         // Short tasks still waiting count with the time they have waited so far.
         for a in view.apps.iter().filter(|a| a.class == JobClass::Short) {
@@ -145,10 +153,11 @@ impl Tick<'_> {
             dice::window_decision(window.mean_wait_ms(), share, view.nodes.len(), s_window);
         st.short_partition = Some(report.short_partition);
         st.window = Some(DiceWindow::new(self.now));
+        let mut planned = None;
         if report.preemption_requests > 0 {
-            self.plan_partitions(report.short_partition);
+            let changes = self.plan_partitions(report.short_partition);
             let mut converting = vec![false; view.nodes.len()];
-            for &(n, _) in &self.partition_changes {
+            for &(n, _) in &changes {
                 if let Some(c) = converting.get_mut(n) {
                     *c = true;
                 }
@@ -199,8 +208,9 @@ impl Tick<'_> {
                     report.suspended += 1;
                 }
             }
+            planned = Some(changes);
         }
-        Some(report)
+        (Some(report), planned)
     }
 
     /// A node that received a preemption request suspends one running long container
@@ -299,25 +309,21 @@ impl Tick<'_> {
         true
     }
 
-    /// Node partitions: Dice's short partition of the size decided for this window
-    /// (MinShort before the first window closes, if configured); without Dice, every
-    /// node is general.
-    pub(super) fn partitions(&mut self, st: &DiceState) {
-        if self.partitions_planned {
-            return;
-        }
+    /// The partition changes this tick makes: to Dice's short partition of the size
+    /// decided for this window (MinShort before the first window closes, if
+    /// configured); without Dice, every node back to general.
+    pub(super) fn partitions(&self, st: &DiceState) -> Vec<(usize, Partition)> {
         if !self.dice_active {
             let view = self.view;
             if view.partitioned_nodes() == 0 {
-                return;
+                return Vec::new();
             }
-            self.partition_changes = view
+            return view
                 .reshaped_nodes()
                 .iter()
                 .filter(|&&n| view.node(n).partition == Partition::Short)
                 .map(|&n| (n.get(), Partition::General))
                 .collect();
-            return;
         }
         let nodes = self.view.nodes.len();
         // Before the first window closes: MinShort when configured, else the floor. The
@@ -337,15 +343,12 @@ impl Tick<'_> {
                 .map(|f| dice::short_partition_size(nodes, 0, f, 1.0).max(floor));
             configured.or((floor > 0).then_some(floor))
         });
-        if let Some(target) = target {
-            self.plan_partitions(target);
-        }
+        target.map_or_else(Vec::new, |t| self.plan_partitions(t))
     }
 
     /// Convert the least loaded general nodes, or release the most loaded short nodes,
     /// until `target` nodes are short. Running containers are never touched.
-    pub(super) fn plan_partitions(&mut self, target: usize) {
-        self.partitions_planned = true;
+    pub(super) fn plan_partitions(&self, target: usize) -> Vec<(usize, Partition)> {
         let ledger = &self.ledger;
         let nodes = &self.view.nodes;
         let short = nodes
@@ -358,8 +361,7 @@ impl Tick<'_> {
             (Partition::Short, short - target, Partition::General)
         };
         if k == 0 {
-            self.partition_changes.clear();
-            return;
+            return Vec::new();
         }
         // Least loaded first when converting, most loaded first when releasing; the
         // load is computed once per node, not once per comparison.
@@ -376,6 +378,6 @@ impl Tick<'_> {
             pool.truncate(k);
         }
         pool.sort_unstable_by_key(|&(_, n)| n);
-        self.partition_changes = pool.into_iter().map(|(_, n)| (n as usize, to)).collect();
+        pool.into_iter().map(|(_, n)| (n as usize, to)).collect()
     }
 }

@@ -64,13 +64,13 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
     if t.las_active {
         t.las();
     }
-    let report = if t.dice_active {
+    let (report, planned) = if t.dice_active {
         t.dice(dice_state, rng)
     } else {
-        None
+        (None, None)
     };
-    t.partitions(dice_state);
-    t.node_capacities();
+    let partitions = planned.unwrap_or_else(|| t.partitions(dice_state));
+    t.node_capacities(partitions);
     let las = match t.las.take() {
         Some(mut las) => {
             // What this tick changed there is in the view only once the plan is carried
@@ -165,9 +165,6 @@ struct Tick<'a> {
     las: Option<LasIndex>,
     dice: Option<DiceScan>,
     las_work: LasWork,
-    partition_changes: Vec<(usize, Partition)>,
-    /// Dice planned the partitions already this tick (possibly to no change).
-    partitions_planned: bool,
     actions: Vec<Action>,
     /// Per action, its container's place ([`PolicyState::action_places`]).
     places: Vec<Option<ContainerIdx>>,
@@ -346,8 +343,6 @@ impl<'a> Tick<'a> {
             las,
             dice,
             las_work,
-            partition_changes: Vec::new(),
-            partitions_planned: false,
             actions: Vec::new(),
             places,
             pending_kills: Vec::new(),
