@@ -503,12 +503,12 @@ fn check_idempotent(
     Ok(())
 }
 
-/// 48 cases per property unless PROPTEST_CASES asks for more.
+/// 256 cases per property unless PROPTEST_CASES says otherwise.
 fn cases() -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(48)
+        .unwrap_or(256)
 }
 
 /// `plan` as a state that does not explain its plans decides it.
@@ -529,11 +529,15 @@ fn waiting_ids(view: &ClusterView) -> HashSet<ContainerId> {
     not_running(view).into_iter().map(|c| c.id).collect()
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+/// The properties, each over one generated cluster and its knobs; run by the two
+/// blocks below.
+mod properties {
+    use super::*;
 
-    #[test]
-    fn every_policy_keeps_the_invariants(recipe in recipe(), knobs in knobs()) {
+    pub(super) fn every_policy_keeps_the_invariants(
+        recipe: Recipe,
+        knobs: Knobs,
+    ) -> Result<(), TestCaseError> {
         let (view0, _) = recipe.build();
         for kind in PolicyKind::ALL {
             let s = knobs.settings(kind);
@@ -547,8 +551,15 @@ proptest! {
                 twin.set_explain(false);
                 let plan = decide(&view, &mut state, now);
                 let terse = decide(&view, &mut twin, now);
-                prop_assert!(terse.notes.is_empty() && terse.actions.iter().all(|a| a.reason.is_empty()));
-                prop_assert_eq!(&terse, &unexplained(&plan), "not deterministic under {}", kind);
+                prop_assert!(
+                    terse.notes.is_empty() && terse.actions.iter().all(|a| a.reason.is_empty())
+                );
+                prop_assert_eq!(
+                    &terse,
+                    &unexplained(&plan),
+                    "not deterministic under {}",
+                    kind
+                );
                 let tag = |e: TestCaseError| TestCaseError::fail(format!("{kind} at {now}: {e}"));
                 check_plan(&view, &plan, &s, &marked).map_err(tag)?;
                 // With no damping and no round cap, a plan that met every queue's target
@@ -557,19 +568,28 @@ proptest! {
                 // over-committed node reclaimed room is not free room.)
                 let settled = s.natural_termination_factor == 1.0
                     && !recipe.overcommit
-                    && !plan.actions.iter().any(|a| matches!(a.kind, ActionKind::Kill { .. }))
+                    && !plan
+                        .actions
+                        .iter()
+                        .any(|a| matches!(a.kind, ActionKind::Kill { .. }))
                     && s.total_preemption_per_round == 1.0
-                    && plan.queues.iter().all(|q| q.to_reclaim.fits_in(&q.reclaimed))
+                    && plan
+                        .queues
+                        .iter()
+                        .all(|q| q.to_reclaim.fits_in(&q.reclaimed))
                     && plan.notes.is_empty();
                 check_idempotent(&view, &plan, &state, now, settled).map_err(tag)?;
                 marked = plan.pending_kills.iter().map(|k| k.container).collect();
-                view = advance(&apply(&view, &plan).map_err(|e| TestCaseError::fail(e.to_string()))?, 3_000);
+                view = advance(
+                    &apply(&view, &plan).map_err(|e| TestCaseError::fail(e.to_string()))?,
+                    3_000,
+                );
             }
         }
+        Ok(())
     }
 
-    #[test]
-    fn same_seed_same_plans(recipe in recipe(), knobs in knobs()) {
+    pub(super) fn same_seed_same_plans(recipe: Recipe, knobs: Knobs) -> Result<(), TestCaseError> {
         let (view0, _) = recipe.build();
         for kind in PolicyKind::ALL {
             let run = || {
@@ -585,10 +605,13 @@ proptest! {
             };
             prop_assert_eq!(run(), run());
         }
+        Ok(())
     }
 
-    #[test]
-    fn observe_only_acts_on_nothing(recipe in recipe(), knobs in knobs()) {
+    pub(super) fn observe_only_acts_on_nothing(
+        recipe: Recipe,
+        knobs: Knobs,
+    ) -> Result<(), TestCaseError> {
         let (view, _) = recipe.build();
         for kind in PolicyKind::ALL {
             let mut s = knobs.settings(kind);
@@ -600,10 +623,13 @@ proptest! {
             prop_assert_eq!(&plan.observed, &acting.actions);
             prop_assert_eq!(state.remembered_containers(), 0);
         }
+        Ok(())
     }
 
-    #[test]
-    fn suspended_containers_are_resumed_eventually_and_all_when_switched_off(recipe in recipe(), knobs in knobs()) {
+    pub(super) fn suspended_containers_are_resumed_eventually_and_all_when_switched_off(
+        recipe: Recipe,
+        knobs: Knobs,
+    ) -> Result<(), TestCaseError> {
         let (view0, work0) = recipe.build();
         for kind in PolicyKind::ALL {
             if recipe.overcommit && kind != PolicyKind::Las {
@@ -632,13 +658,26 @@ proptest! {
             off.set_settings(s_off);
             let plan = decide(&view, &mut off, now);
             let released = apply(&view, &plan).expect("consistent");
-            prop_assert!(not_running(&released).is_empty(), "{}: still suspended after switching off", kind);
-            prop_assert!(released.nodes.iter().all(|n| n.advertised == n.capacity && n.partition == Partition::General));
+            prop_assert!(
+                not_running(&released).is_empty(),
+                "{}: still suspended after switching off",
+                kind
+            );
+            prop_assert!(
+                released
+                    .nodes
+                    .iter()
+                    .all(|n| n.advertised == n.capacity && n.partition == Partition::General)
+            );
 
             // Demand falls and tasks finish as they attain their work: every container
             // that is suspended now runs again at some point.
-            let work: std::collections::HashMap<ContainerId, u64> =
-                view0.containers.iter().zip(&work0).map(|(c, w)| (c.id, *w)).collect();
+            let work: std::collections::HashMap<ContainerId, u64> = view0
+                .containers
+                .iter()
+                .zip(&work0)
+                .map(|(c, w)| (c.id, *w))
+                .collect();
             let mut view = demand_falls(&view);
             let mut waiting = waiting_ids(&view);
             let dt = 5_000;
@@ -650,11 +689,16 @@ proptest! {
                 view = advance(&apply(&view, &plan).expect("consistent"), dt);
                 now += dt;
                 waiting.retain(|id| {
-                    view.container_by_id(id).is_some_and(|ci| view.container(ci).is_live() && view.container(ci).state != ContainerState::Running)
+                    view.container_by_id(id).is_some_and(|ci| {
+                        view.container(ci).is_live()
+                            && view.container(ci).state != ContainerState::Running
+                    })
                 });
                 view = rebuild(&view, |_, cs| {
                     for c in cs.iter_mut() {
-                        if c.state == ContainerState::Running && c.attained_service_ms >= work.get(&c.id).copied().unwrap_or(0) {
+                        if c.state == ContainerState::Running
+                            && c.attained_service_ms >= work.get(&c.id).copied().unwrap_or(0)
+                        {
                             c.state = ContainerState::Killed;
                         }
                     }
@@ -666,11 +710,80 @@ proptest! {
                 .map(|ci| {
                     let c = view.container(ci);
                     let node = view.node(c.node);
-                    format!("{} in {} on {} ({} of {}): {:?} {} of {}", c.id, view.queue_of(c).path, node.id, node.used, node.capacity, c.state, c.current, c.allocated)
+                    format!(
+                        "{} in {} on {} ({} of {}): {:?} {} of {}",
+                        c.id,
+                        view.queue_of(c).path,
+                        node.id,
+                        node.used,
+                        node.capacity,
+                        c.state,
+                        c.current,
+                        c.allocated
+                    )
                 })
                 .collect();
             let last = decide(&view, &mut state.clone(), now);
-            prop_assert!(waiting.is_empty(), "{}: never resumed: {:#?}\n{:#?}", kind, stuck, last.queues);
+            prop_assert!(
+                waiting.is_empty(),
+                "{}: never resumed: {:#?}\n{:#?}",
+                kind,
+                stuck,
+                last.queues
+            );
         }
+        Ok(())
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_policy_keeps_the_invariants(recipe in recipe(), knobs in knobs()) {
+        properties::every_policy_keeps_the_invariants(recipe, knobs)?;
+    }
+
+    #[test]
+    fn same_seed_same_plans(recipe in recipe(), knobs in knobs()) {
+        properties::same_seed_same_plans(recipe, knobs)?;
+    }
+
+    #[test]
+    fn observe_only_acts_on_nothing(recipe in recipe(), knobs in knobs()) {
+        properties::observe_only_acts_on_nothing(recipe, knobs)?;
+    }
+
+    #[test]
+    fn suspended_containers_are_resumed_eventually_and_all_when_switched_off(recipe in recipe(), knobs in knobs()) {
+        properties::suspended_containers_are_resumed_eventually_and_all_when_switched_off(recipe, knobs)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 5_000, ..ProptestConfig::default() })]
+
+    #[test]
+    #[ignore = "5,000 cases, minutes: cargo test --lib invariants -- --ignored"]
+    fn every_policy_keeps_the_invariants_5000_cases(recipe in recipe(), knobs in knobs()) {
+        properties::every_policy_keeps_the_invariants(recipe, knobs)?;
+    }
+
+    #[test]
+    #[ignore = "5,000 cases, minutes: cargo test --lib invariants -- --ignored"]
+    fn same_seed_same_plans_5000_cases(recipe in recipe(), knobs in knobs()) {
+        properties::same_seed_same_plans(recipe, knobs)?;
+    }
+
+    #[test]
+    #[ignore = "5,000 cases, minutes: cargo test --lib invariants -- --ignored"]
+    fn observe_only_acts_on_nothing_5000_cases(recipe in recipe(), knobs in knobs()) {
+        properties::observe_only_acts_on_nothing(recipe, knobs)?;
+    }
+
+    #[test]
+    #[ignore = "5,000 cases, minutes: cargo test --lib invariants -- --ignored"]
+    fn suspended_containers_are_resumed_eventually_and_all_when_switched_off_5000_cases(recipe in recipe(), knobs in knobs()) {
+        properties::suspended_containers_are_resumed_eventually_and_all_when_switched_off(recipe, knobs)?;
     }
 }
