@@ -46,11 +46,29 @@ async fn emulator(conf: &LoadedConfig, label_keys: bool) -> EmulatorHandle {
     Emulator::start(config).await.expect("emulator starts")
 }
 
-fn short_spec() -> WorkloadSpec {
-    WorkloadSpec::parse(
+/// A one-task TPC-H query in queue `short`, submitted as a YarnClient would: it takes
+/// the queue's default label.
+async fn submit_short(rm: &str) -> String {
+    let spec = WorkloadSpec::parse(
         r#"{"kernel":"tpch","tasks":1,"memoryMb":1024,"vcores":1,"simulatedDurationMs":60000}"#,
     )
-    .expect("spec")
+    .expect("spec");
+    submit(rm, "tpch-q1", "short", &spec, Resource::new(1024, 1)).await
+}
+
+/// Waits up to `secs` for `app`'s AM; the node it runs on, and the labelled node.
+async fn am_and_short_node(h: &EmulatorHandle, app: &str, secs: u64) -> (usize, Option<usize>) {
+    let am = |s: &preemptor::emulator::state::RmState| {
+        s.containers
+            .values()
+            .find(|c| c.id.application().to_string() == app && c.is_am())
+            .map(|c| c.node)
+    };
+    wait_until(h, "the short AM placed", secs, |s| am(s).is_some()).await;
+    h.inspect(|s| {
+        let short = s.nodes.iter().position(|n| n.label == "short");
+        (am(s).expect("placed"), short)
+    })
 }
 
 /// `actuator`: the emulator's simulated containers, acted on in process; without it
@@ -127,33 +145,15 @@ async fn dice_labels_a_node_for_the_short_queue_and_removes_the_label_on_shutdow
     );
 
     // Submitted as a YarnClient would, the short job takes the queue's default label.
-    let app = submit(
-        &rm,
-        "tpch-q1",
-        "short",
-        &short_spec(),
-        Resource::new(1024, 1),
-    )
-    .await;
+    let app = submit_short(&rm).await;
     wait_until(&h, "one node in the short partition", 20, |s| {
         s.nodes.iter().filter(|n| n.label == "short").count() == 1
     })
     .await;
-    let short_node = h.inspect(|s| s.nodes.iter().position(|n| n.label == "short"));
-    wait_until(&h, "the short AM placed", 20, |s| {
-        s.containers
-            .values()
-            .any(|c| c.id.application().to_string() == app && c.is_am())
-    })
-    .await;
-    let am_node = h.inspect(|s| {
-        s.containers
-            .values()
-            .find(|c| c.id.application().to_string() == app && c.is_am())
-            .map(|c| c.node)
-    });
+    let (am_node, short_node) = am_and_short_node(&h, &app, 20).await;
     assert_eq!(
-        am_node, short_node,
+        Some(am_node),
+        short_node,
         "the short AM is not on the labelled node"
     );
 
@@ -175,14 +175,7 @@ async fn dice_without_the_queue_label_keys_says_which_once_and_changes_no_partit
     let controller = dice_controller(conf, &rm, state.path(), None).await;
     let mut events = controller.hub().subscribe();
     // Short work: the partition's floor would take a node now, were the keys set.
-    submit(
-        &rm,
-        "tpch-q1",
-        "short",
-        &short_spec(),
-        Resource::new(1024, 1),
-    )
-    .await;
+    submit_short(&rm).await;
 
     let mut warnings = Vec::new();
     let mut partitions = Vec::new();
@@ -250,37 +243,18 @@ async fn dice_suspends_a_long_container_left_in_the_label_for_a_waiting_short_jo
     })
     .await;
 
-    let short_app = submit(
-        &rm,
-        "tpch-q1",
-        "short",
-        &short_spec(),
-        Resource::new(1024, 1),
-    )
-    .await;
-    wait_until(&h, "the short AM placed", 30, |s| {
+    let short_app = submit_short(&rm).await;
+    let (am_node, short_node) = am_and_short_node(&h, &short_app, 30).await;
+    let long_there = h.inspect(|s| {
         s.containers
             .values()
-            .any(|c| c.id.application().to_string() == short_app && c.is_am())
-    })
-    .await;
-    let (short_node, am_node, long_there) = h.inspect(|s| {
-        let short_node = s.nodes.iter().position(|n| n.label == "short");
-        let am = s
-            .containers
-            .values()
-            .find(|c| c.id.application().to_string() == short_app && c.is_am())
-            .map(|c| c.node);
-        let long_there = s
-            .containers
-            .values()
             .filter(|c| c.id.application().to_string() == long_app && Some(c.node) == short_node)
-            .count();
-        (short_node, am, long_there)
+            .count()
     });
     assert!(short_node.is_some(), "a node joined the short partition");
     assert_eq!(
-        am_node, short_node,
+        Some(am_node),
+        short_node,
         "the short AM is not on the labelled node"
     );
     // Every long container there still lives: the room came from a suspension.

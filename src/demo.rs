@@ -311,6 +311,44 @@ impl DemoConfig {
     }
 }
 
+/// The agents' lease: short, so a demo killed with SIGKILL leaves nothing throttled for
+/// long.
+pub(crate) const AGENT_LEASE: Duration = Duration::from_secs(10);
+
+/// The settings and queues of one demo run, whatever its cluster: `kind` everywhere
+/// (queue overrides would mix policies), acting, a 1 s interval, the RM at `rm`.
+pub(crate) fn run_settings(
+    conf: &LoadedConfig,
+    kind: PolicyKind,
+    seed: u64,
+    burst: Duration,
+    rm: &str,
+) -> (
+    crate::config::settings::PreemptorSettings,
+    crate::config::queues::QueueTree,
+) {
+    let mut settings = conf.settings.clone();
+    settings.policy.kind = kind;
+    settings.policy.monitoring_interval_ms = 1000;
+    settings.policy.observe_only = false;
+    settings.policy.seed = seed;
+    // YARN's per-round budgets (10% a round, 20% of the need) are for big clusters; on
+    // eight containers they round down to nothing. Whole containers per round.
+    settings.policy.total_preemption_per_round = 1.0;
+    settings.policy.natural_termination_factor = 1.0;
+    scale_dice_to_bursts(&mut settings.policy.dice, burst);
+    settings.rm.addresses = vec![rm.to_string()];
+    settings.agent.lease_timeout_ms = AGENT_LEASE.as_millis() as u64;
+    // Squeezing a container's memory can take seconds on a busy two-core machine.
+    settings.agent.request_timeout_ms = settings.agent.request_timeout_ms.max(20_000);
+    let mut queues = conf.queues.clone();
+    for q in &mut queues.queues {
+        q.policy = None;
+        q.policy_is_own = false;
+    }
+    (settings, queues)
+}
+
 /// Dice decides once per window (60 s by default, as long as a whole demo run), and only
 /// what waits when a window closes counts as waiting: a quarter of a burst interval
 /// instead (at least 1 s), so that windows close while a burst's tasks still wait, and

@@ -46,7 +46,6 @@ const SHIPPED_CAPACITY_SCHEDULER: &str = include_str!("../../hadoop-conf/capacit
 const MR_TASK_MB: u64 = 512;
 
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
-const AGENT_LEASE: Duration = Duration::from_secs(10);
 
 /// How long the long jobs get to take every vcore before the short queries start anyway.
 const FILL_LIMIT: Duration = Duration::from_secs(240);
@@ -499,29 +498,19 @@ fn controller_config(
     token: &str,
     state_dir: &Path,
 ) -> Result<ControllerConfig, DemoError> {
-    let mut settings = config.conf.settings.clone();
+    let (mut settings, queues) = super::run_settings(
+        &config.conf,
+        kind,
+        config.seed,
+        config.workload.short_interval,
+        rm,
+    );
     settings.controller.state_dir = state_dir.to_path_buf();
     if !machine_has_swap() {
         // Without swap a memory cut under use is refused: suspend takes CPU only.
         settings.policy.suspend.footprint.memory_mb = MR_TASK_MB;
     }
-    settings.policy.kind = kind;
-    settings.policy.monitoring_interval_ms = 1000;
-    settings.policy.observe_only = false;
-    settings.policy.seed = config.seed;
-    // YARN's per-round budgets round down to nothing on a few containers.
-    settings.policy.total_preemption_per_round = 1.0;
-    settings.policy.natural_termination_factor = 1.0;
-    super::scale_dice_to_bursts(&mut settings.policy.dice, config.workload.short_interval);
-    settings.rm.addresses = vec![rm.to_string()];
-    settings.agent.lease_timeout_ms = AGENT_LEASE.as_millis() as u64;
-    settings.agent.request_timeout_ms = settings.agent.request_timeout_ms.max(20_000);
     settings.agent.addresses = agents;
-    let mut queues = config.conf.queues.clone();
-    for q in &mut queues.queues {
-        q.policy = None;
-        q.policy_is_own = false;
-    }
     Ok(ControllerConfig {
         settings,
         queues,

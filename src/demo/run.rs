@@ -31,10 +31,6 @@ use crate::controller::{ControllerConfig, ControllerHandle};
 /// How often the live progress line is printed.
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
-/// The agent's lease: short, so a demo killed with SIGKILL leaves nothing throttled for
-/// long.
-const AGENT_LEASE: Duration = Duration::from_secs(10);
-
 /// Long jobs ask for more than the cluster, as in BIG-C's runs: every container is
 /// taken, and a short job gets room only when a long task ends or is preempted.
 const LONG_FILL: f64 = 1.2;
@@ -257,7 +253,7 @@ impl LocalAgent {
         let state_dir = unique_temp_dir(&format!("preemptor-demo-{{pid}}-{{ms}}-{label}"))?;
         let mut ac = AgentConfig::new(token.as_bytes().to_vec(), state_dir.clone());
         ac.listen = SocketAddr::from(([127, 0, 0, 1], 0));
-        ac.lease_timeout = AGENT_LEASE;
+        ac.lease_timeout = super::AGENT_LEASE;
         // A memory cut the kernel keeps refusing must not hold the controller's tick.
         ac.memory_timeout = Duration::from_secs(5);
         configure(&mut ac);
@@ -292,25 +288,18 @@ fn controller_config(
     actuator: Option<Arc<dyn Actuator>>,
     keep_memory: bool,
 ) -> Result<ControllerConfig, DemoError> {
-    let mut settings = config.conf.settings.clone();
+    let (mut settings, queues) = super::run_settings(
+        &config.conf,
+        policy,
+        config.seed,
+        config.burst_interval,
+        emu.rm_url(),
+    );
     if keep_memory {
         // The floor at the long tasks' allocation: the agent lowers CPU only.
         settings.policy.suspend.footprint.memory_mb =
             crate::emulator::workload::LONG_TASK.memory_mb;
     }
-    settings.policy.kind = policy;
-    settings.policy.monitoring_interval_ms = 1000;
-    settings.policy.observe_only = false;
-    settings.policy.seed = config.seed;
-    // YARN's per-round budgets (10% a round, 20% of the need) are for big clusters; on
-    // eight containers they round down to nothing. Whole containers per round.
-    settings.policy.total_preemption_per_round = 1.0;
-    settings.policy.natural_termination_factor = 1.0;
-    super::scale_dice_to_bursts(&mut settings.policy.dice, config.burst_interval);
-    settings.rm.addresses = vec![emu.rm_url().to_string()];
-    settings.agent.lease_timeout_ms = AGENT_LEASE.as_millis() as u64;
-    // Squeezing a container's memory can take seconds on a busy two-core machine.
-    settings.agent.request_timeout_ms = settings.agent.request_timeout_ms.max(20_000);
     settings.agent.addresses = match agent_url {
         Some(url) => emu
             .nodes()
@@ -319,12 +308,6 @@ fn controller_config(
             .collect(),
         None => Vec::new(),
     };
-    let mut queues = config.conf.queues.clone();
-    // One policy per run: queue overrides would mix them.
-    for q in &mut queues.queues {
-        q.policy = None;
-        q.policy_is_own = false;
-    }
     let local = SocketAddr::from(([127, 0, 0, 1], 0));
     Ok(ControllerConfig {
         settings,
