@@ -354,7 +354,10 @@ pub(crate) fn run_settings(
 /// instead (at least 1 s), so that windows close while a burst's tasks still wait, and
 /// MaxTaskWaitingTime cut in the same proportion, so that the demo's seconds-long waits
 /// weigh in a window as the paper's minutes do in its 60 s.
-pub fn scale_dice_to_bursts(dice: &mut crate::config::settings::DiceSettings, burst: Duration) {
+pub(crate) fn scale_dice_to_bursts(
+    dice: &mut crate::config::settings::DiceSettings,
+    burst: Duration,
+) {
     let quarter_ms = u64::try_from(burst.as_millis() / 4).unwrap_or(u64::MAX);
     let window_ms = dice.window_ms.min(quarter_ms.max(1000));
     if window_ms < dice.window_ms {
@@ -519,7 +522,7 @@ mod tests {
         assert_eq!((d.window_ms, d.max_task_waiting_ms), (60_000, 30_000));
         scale_dice_to_bursts(&mut d, Duration::from_secs(22));
         assert_eq!((d.window_ms, d.max_task_waiting_ms), (5_500, 2_750));
-        // Bursts longer than four windows change nothing.
+        // A window already a quarter burst or shorter is kept.
         scale_dice_to_bursts(&mut d, Duration::from_secs(90));
         assert_eq!((d.window_ms, d.max_task_waiting_ms), (5_500, 2_750));
         scale_dice_to_bursts(&mut d, Duration::ZERO);

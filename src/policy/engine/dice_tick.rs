@@ -167,7 +167,7 @@ impl Tick<'_> {
             // too. A short queue confined to the short partition (YARN's exclusive
             // label) is helped only there, by the long containers left on converted
             // nodes: "a labeled job requesting labeled resources can preempt
-            // non-labeled jobs on labeled nodes" (Dice, section 6).
+            // non-labeled jobs on labeled nodes" (Dice, section 7).
             let general_ok = units.confined.is_none() || units.anywhere.is_some();
             let short_ok = units.confined.is_some();
             let candidates: Vec<u32> = (0..view.nodes.len())
