@@ -1,6 +1,6 @@
-//! Making bearer token files (`preemptor token`, the Debian package, the demo): the
-//! one place outside the agent's and controller's state that writes a secret. Reading
-//! and checking them is `config::secret`'s.
+//! Making bearer tokens and token files (`preemptor token`, which the Debian package's
+//! postinst runs, and the demo's per-run tokens). Reading and checking token files is
+//! `config::secret`'s, which only reads.
 
 use std::fs::File;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
