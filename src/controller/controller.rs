@@ -1461,6 +1461,7 @@ impl Loop {
                 node: None,
                 for_queue: None,
                 before: Before::Limits(s.limits.unwrap_or_default()),
+                place: None,
             };
             match r {
                 Ok(_) => {
@@ -1494,6 +1495,7 @@ impl Loop {
                 node: Some(node.clone()),
                 for_queue: None,
                 before: Before::Advertised(self.advertised_now(&node).unwrap_or(physical)),
+                place: None,
             };
             match self.executor.restore_capacity(&node).await {
                 Ok(_) => {
@@ -1521,6 +1523,7 @@ impl Loop {
                 node: Some(node.clone()),
                 for_queue: None,
                 before: Before::Partition(was),
+                place: None,
             };
             match self
                 .executor

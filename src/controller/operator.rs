@@ -131,6 +131,7 @@ fn resume(
         node: Some(view.node(c.node).id.clone()),
         for_queue: None,
         before: Before::Limits(current),
+        place: None,
     }
 }
 
@@ -169,6 +170,7 @@ pub fn give_back(
         node: Some(node.clone()),
         for_queue: None,
         before,
+        place: None,
     };
     let mut actions = Vec::new();
     for node in view.nodes.iter().filter(|n| n.advertised != n.capacity) {

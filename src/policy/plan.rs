@@ -8,7 +8,9 @@ use serde::Serialize;
 use super::amount::Amount;
 use super::capacity::QueueAccount;
 use super::dice::DiceReport;
-use crate::cluster::{ApplicationId, ContainerId, Millis, NodeId, Partition, PolicyKind};
+use crate::cluster::{
+    ApplicationId, ContainerId, ContainerIdx, Millis, NodeId, Partition, PolicyKind,
+};
 use crate::resources::{Limits, Resource};
 
 /// One decision tick's outcome. Actions name target states, so carrying out the same
@@ -62,6 +64,11 @@ pub struct Action {
     pub for_queue: Option<String>,
     /// The state before, so the log can print "before -> after".
     pub before: Before,
+    /// Where the container is in the view the plan was decided on (None for a node
+    /// action, or one the controller made itself): a caller holding that view need not
+    /// look the container up by id.
+    #[serde(skip)]
+    pub place: Option<ContainerIdx>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -73,14 +73,6 @@ impl PolicyState {
         self.explain = on;
     }
 
-    /// Where the container of each action of the last plan is in the view it was
-    /// decided on (None for a node action; in observe-only mode, of what was
-    /// observed), for a caller that holds that view and would otherwise look each
-    /// container up by id.
-    pub fn action_places(&self) -> &[Option<ContainerIdx>] {
-        self.buffers.places()
-    }
-
     /// Containers the state currently remembers something about (including some that
     /// left the view and are not dropped yet).
     pub fn remembered_containers(&self) -> usize {

@@ -63,10 +63,9 @@ impl PolicyBridge {
         now: Millis,
     ) -> Result<Vec<SimAction>, String> {
         let plan = policy::decide(view, &mut self.state, now);
-        let places = self.state.action_places();
         let mut out = Vec::with_capacity(plan.actions.len());
-        for (i, a) in plan.actions.iter().enumerate() {
-            let place = places.get(i).copied().flatten();
+        for a in &plan.actions {
+            let place = a.place;
             let container = |id: &ContainerId| {
                 ids.container_at(view, id, place)
                     .ok_or_else(|| format!("policy acted on {id}, which is not in the view"))

@@ -118,7 +118,6 @@ impl Tick<'_> {
             ActionKind::SetNodePartition { .. } => PolicyKind::Dice,
             _ => self.s.kind,
         };
-        self.places.push(None);
         self.actions.push(Action {
             kind,
             policy,
@@ -128,6 +127,7 @@ impl Tick<'_> {
             node: self.explain.then(|| self.view.nodes[n].id.clone()),
             for_queue: None,
             before,
+            place: None,
         });
     }
 }

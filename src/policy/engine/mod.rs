@@ -57,7 +57,6 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
     // every action so far.
     let room = 2 * last_actions + 8;
     t.actions.reserve(room);
-    t.places.reserve(room);
     t.release_unmanaged();
     t.end_long_suspensions();
     let (loads, acc) = t.share_based();
@@ -85,7 +84,6 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
         las,
         las_work: std::mem::take(&mut t.las_work),
         actions: t.actions.len(),
-        places: std::mem::take(&mut t.places),
     };
     t.finish(&loads, &acc, report)
 }
@@ -99,16 +97,9 @@ pub(crate) struct TickBuffers {
     las_work: LasWork,
     /// How many actions the last tick took (room to reserve for this one's).
     actions: usize,
-    /// Where each of the last plan's actions' containers is in its view (None for
-    /// a node action).
-    places: Vec<Option<ContainerIdx>>,
 }
 
 impl TickBuffers {
-    pub(crate) fn places(&self) -> &[Option<ContainerIdx>] {
-        &self.places
-    }
-
     /// The next tick starts LAS's counts over (its timers were put back, so the nodes
     /// it meant to look at may be the wrong ones).
     pub(crate) fn forget_las(&mut self) {
@@ -166,8 +157,6 @@ struct Tick<'a> {
     dice: Option<DiceScan>,
     las_work: LasWork,
     actions: Vec<Action>,
-    /// Per action, its container's place ([`PolicyState::action_places`]).
-    places: Vec<Option<ContainerIdx>>,
     pending_kills: Vec<PendingKill>,
     notes: Vec<String>,
     /// Format reasons and notes (with `why!`) and name queues and nodes in actions
@@ -279,9 +268,7 @@ impl<'a> Tick<'a> {
             las: mut las_index,
             las_work,
             actions: _,
-            mut places,
         } = buffers;
-        places.clear();
         let las = if las_active {
             las_index.sync(view, s, &policy, las_checks, now, &mut node_buffers);
             Some(las_index)
@@ -344,7 +331,6 @@ impl<'a> Tick<'a> {
             dice,
             las_work,
             actions: Vec::new(),
-            places,
             pending_kills: Vec::new(),
             notes: Vec::new(),
             explain: true,
@@ -394,7 +380,6 @@ impl<'a> Tick<'a> {
         let view = self.view;
         let c = view.container(ci);
         self.acted.insert(ci);
-        self.places.push(Some(ci));
         self.actions.push(Action {
             kind,
             policy,
@@ -404,6 +389,7 @@ impl<'a> Tick<'a> {
             node: self.explain.then(|| view.node(c.node).id.clone()),
             for_queue,
             before: Before::Limits(c.current),
+            place: Some(ci),
         });
     }
 

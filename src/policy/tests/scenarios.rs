@@ -209,8 +209,12 @@ fn victim_order_does_not_depend_on_how_containers_are_listed() {
         let mut acted = 0;
         for round in 0..12u64 {
             let now = 120_000 + round * s.monitoring_interval_ms;
-            let (pa, na) = tick(&a, &mut sa, now);
-            let (pb, nb) = tick(&b, &mut sb, now);
+            let (mut pa, na) = tick(&a, &mut sa, now);
+            let (mut pb, nb) = tick(&b, &mut sb, now);
+            // Where a container sits differs between the two listings; nothing else may.
+            for act in pa.actions.iter_mut().chain(pb.actions.iter_mut()) {
+                act.place = None;
+            }
             assert_eq!(pa, pb, "{kind} round {round}");
             acted += pa.actions.len() + pa.pending_kills.len();
             (a, b) = (na, nb);
