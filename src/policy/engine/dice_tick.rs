@@ -162,6 +162,9 @@ impl Tick<'_> {
                     *c = true;
                 }
             }
+            // General once this window's changes are made.
+            let general =
+                |n: usize| (view.nodes[n].partition == Partition::General) != converting[n];
             let units = ShortUnits::of(view);
             // The paper's requests go to general nodes, where its short tasks may run
             // too. A short queue confined to the short partition (YARN's exclusive
@@ -171,10 +174,7 @@ impl Tick<'_> {
             let general_ok = units.confined.is_none() || units.anywhere.is_some();
             let short_ok = units.confined.is_some();
             let candidates: Vec<u32> = (0..view.nodes.len())
-                .filter(|&n| {
-                    let general = (view.nodes[n].partition == Partition::General) != converting[n];
-                    if general { general_ok } else { short_ok }
-                })
+                .filter(|&n| if general(n) { general_ok } else { short_ok })
                 .map(|n| n as u32)
                 .collect();
             let mut chosen = dice::choose_nodes(rng, &candidates, report.preemption_requests);
@@ -198,8 +198,7 @@ impl Tick<'_> {
             );
             for n in chosen {
                 let n = n as usize;
-                let general = (view.nodes[n].partition == Partition::General) != converting[n];
-                let unit = if general {
+                let unit = if general(n) {
                     units.anywhere
                 } else {
                     units.confined
