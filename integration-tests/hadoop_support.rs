@@ -98,11 +98,19 @@ impl Hadoop {
             .arg(&self.work)
             .args(args)
             .stdin(Stdio::null())
-            .stderr(Stdio::inherit())
             .output()
             .expect("run cluster.sh up");
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(out.status.success(), "cluster.sh up failed: {stdout}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        eprint!("{stderr}");
+        // The reason and the daemons' log tails are the last lines: the panic carries them.
+        let lines: Vec<&str> = stderr.lines().collect();
+        let said = lines[lines.len().saturating_sub(80)..].join("\n");
+        assert!(
+            out.status.success(),
+            "cluster.sh up failed ({}): {stdout}\nit said:\n{said}",
+            out.status
+        );
         eprintln!("cluster.sh up: {:.1} s", started.elapsed().as_secs_f64());
         stdout
     }

@@ -522,6 +522,9 @@ wait_for_nodes() {
     ((${#missing[@]} == 0)) && return
     if ((SECONDS >= deadline)); then
       for i in "${missing[@]}"; do show_log_tail "$i"; done
+      # Each node as the RM sees it (an UNHEALTHY one says why in its healthReport).
+      log "the RM's nodes: $(http_get "$RM_WEBAPP/ws/v1/cluster/nodes" 2>&1 |
+        grep -o '"\(nodeHTTPAddress\|state\|healthReport\)" *: *"[^"]*"' | tr '\n' ' ' || true)"
       die "not RUNNING after $TIMEOUT s: ${missing[*]} (RM nodes: $RM_WEBAPP/ws/v1/cluster/nodes)"
     fi
     sleep 0.5

@@ -6,11 +6,16 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use tokio::io::AsyncBufReadExt;
+
 use super::super::DemoError;
 
 /// The environment variable `cluster.sh` marks its daemons, clients and containers with;
 /// `down` stops every process that carries it.
 pub const CLUSTER_MARKER: &str = "PREEMPTOR_HADOOP_CLUSTER";
+
+/// How many of `cluster.sh up`'s last stderr lines a failure carries.
+const UP_ERROR_LINES: usize = 80;
 
 /// A cluster that `cluster.sh up` started; `down` runs when it is dropped, if not before.
 pub struct Cluster {
@@ -67,7 +72,8 @@ impl Cluster {
             .arg("--conf-dir")
             .arg(spec.conf_dir)
             .stdin(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .kill_on_drop(true);
         if spec.yarn_preemption {
             cmd.arg("--yarn-preemption");
@@ -76,16 +82,40 @@ impl Cluster {
             cmd.args(["--set", "yarn.node-labels.enabled=true"]);
             cmd.args(["--set", "yarn.node-labels.configuration-type=centralized"]);
         }
-        let out = cmd
-            .output()
-            .await
+        let mut child = cmd
+            .spawn()
             .map_err(|e| DemoError::Io(format!("running {}: {e}", spec.script.display())))?;
+        // Progress goes on to our stderr as it comes; the last lines (the reason, and the
+        // daemons' log tails) also go into the error, so that it says why by itself.
+        let progress = child.stderr.take().map(|err| {
+            tokio::spawn(async move {
+                let mut lines = tokio::io::BufReader::new(err).lines();
+                let mut tail = std::collections::VecDeque::with_capacity(UP_ERROR_LINES);
+                while let Ok(Some(line)) = lines.next_line().await {
+                    eprintln!("{line}");
+                    if tail.len() == UP_ERROR_LINES {
+                        tail.pop_front();
+                    }
+                    tail.push_back(line);
+                }
+                tail
+            })
+        });
+        let out = child
+            .wait_with_output()
+            .await
+            .map_err(|e| DemoError::Io(format!("waiting for {}: {e}", spec.script.display())))?;
+        let tail = match progress {
+            Some(task) => task.await.unwrap_or_default(),
+            None => Default::default(),
+        };
         let stdout = String::from_utf8_lossy(&out.stdout);
         if !out.status.success() {
             return Err(DemoError::Io(format!(
-                "cluster.sh up failed ({}); its log is under {}",
+                "cluster.sh up failed ({}); its log is under {}; it said:\n{}",
                 out.status,
-                spec.work.join("logs").display()
+                spec.work.join("logs").display(),
+                Vec::from(tail).join("\n")
             )));
         }
         for line in stdout.lines() {
