@@ -1,6 +1,36 @@
 //! The journals of a view's in-place changes.
 
+use std::sync::{Arc, Weak};
+
 use super::ContainerIdx;
+
+/// An identity that needs no process-wide counter: an allocation of its own, which
+/// every [`LineageMark`] keeps from being freed (by a weak reference), so that its
+/// address is not reused while a mark could still be compared with it.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Lineage(Arc<()>);
+
+/// Which [`Lineage`] something was taken of; equal marks are of the same lineage.
+#[derive(Clone, Debug)]
+pub struct LineageMark(Weak<()>);
+
+impl PartialEq for LineageMark {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.ptr_eq(&other.0)
+    }
+}
+
+impl Eq for LineageMark {}
+
+impl Lineage {
+    pub(super) fn mark(&self) -> LineageMark {
+        LineageMark(Arc::downgrade(&self.0))
+    }
+
+    pub(super) fn is(&self, mark: &LineageMark) -> bool {
+        std::ptr::eq(Arc::as_ptr(&self.0), mark.0.as_ptr())
+    }
+}
 
 /// What in-place changes (patch.rs) did since a reader last looked, so that state
 /// kept between ticks redoes only that. Two are kept:
@@ -12,22 +42,22 @@ use super::ContainerIdx;
 /// - how the container list was reordered ([`ContainerMove`]), so that state kept by
 ///   container place (the policy's memos) follows its containers.
 ///
-/// Every view gets its own `id`, a clone included (the two then change apart), and the
+/// Every view gets its own `lineage`, a clone included (the two then change apart), and the
 /// list is cleared now and then (`base` counts what was cleared), so a reader holding a
 /// [`JournalMark`] of another view, or of changes already cleared, learns that it must
 /// start over instead of missing a change.
 #[derive(Debug)]
 pub(super) struct Journal<T> {
-    id: u64,
+    lineage: Lineage,
     base: u64,
     entries: Vec<T>,
 }
 
 /// Where a reader of one of a view's journals got to: see
 /// [`ClusterView::nodes_changed_since`] and [`ClusterView::containers_moved_since`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JournalMark {
-    id: u64,
+    lineage: LineageMark,
     seq: u64,
 }
 
@@ -43,15 +73,15 @@ pub enum ContainerMove {
 
 impl<T> Default for Journal<T> {
     fn default() -> Self {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Journal {
-            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            lineage: Lineage::default(),
             base: 0,
             entries: Vec::new(),
         }
     }
 }
 
+/// A clone changes apart from its original: a lineage of its own.
 impl<T> Clone for Journal<T> {
     fn clone(&self) -> Self {
         Journal::default()
@@ -73,14 +103,14 @@ impl<T> Journal<T> {
 
     pub(super) fn mark(&self) -> JournalMark {
         JournalMark {
-            id: self.id,
+            lineage: self.lineage.mark(),
             seq: self.base + self.entries.len() as u64,
         }
     }
 
-    pub(super) fn since(&self, mark: JournalMark) -> Option<&[T]> {
+    pub(super) fn since(&self, mark: &JournalMark) -> Option<&[T]> {
         let from = mark.seq.checked_sub(self.base)?;
-        if mark.id != self.id {
+        if !self.lineage.is(&mark.lineage) {
             return None;
         }
         self.entries.get(usize::try_from(from).ok()?..)

@@ -13,8 +13,8 @@ mod patch;
 use serde::Serialize;
 
 pub use ids::{ApplicationAttemptId, ApplicationId, ContainerId, IdError, IdHasher, IdMap, NodeId};
-use journal::Journal;
-pub use journal::{ContainerMove, JournalMark};
+pub use journal::{ContainerMove, JournalMark, LineageMark};
+use journal::{Journal, Lineage};
 pub use model::*;
 
 use crate::resources::{Limits, Resource};
@@ -113,17 +113,10 @@ pub struct ClusterView {
 }
 
 /// Tells views apart by their node lists: every view built gets its own, and in-place
-/// changes keep it, as they never add, drop or reorder nodes. State kept per node
-/// between ticks (LAS timers) stays laid out right while the layout is the same.
-#[derive(Clone, Copy, Debug)]
-struct NodeLayout(u64);
-
-impl Default for NodeLayout {
-    fn default() -> Self {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        NodeLayout(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
-    }
-}
+/// changes and clones keep it, as they never add, drop or reorder nodes. State kept per
+/// node between ticks (LAS timers) stays laid out right while the layout is the same.
+#[derive(Clone, Debug, Default)]
+struct NodeLayout(Lineage);
 
 /// Views compare by what they show, not by which one was built first.
 impl PartialEq for NodeLayout {
@@ -273,8 +266,13 @@ impl ClusterView {
     /// Equal for two views exactly when one was patched from the other (or cloned):
     /// they list the same nodes in the same order. Views built apart differ even when
     /// their nodes are the same.
-    pub fn node_layout(&self) -> u64 {
-        self.layout.0
+    pub fn node_layout(&self) -> LineageMark {
+        self.layout.0.mark()
+    }
+
+    /// Whether `mark` is of this view's [`ClusterView::node_layout`].
+    pub fn has_node_layout(&self, mark: &LineageMark) -> bool {
+        self.layout.0.is(mark)
     }
 
     /// Where the node journal stands now; pass it to
@@ -286,7 +284,7 @@ impl ClusterView {
     /// The nodes changed in place since `mark` was taken of this view (some listed
     /// twice), or None when that is not known: the mark is of another view (a clone or
     /// one built anew), or the changes since were cleared.
-    pub fn nodes_changed_since(&self, mark: JournalMark) -> Option<&[u32]> {
+    pub fn nodes_changed_since(&self, mark: &JournalMark) -> Option<&[u32]> {
         self.journal.since(mark)
     }
 
@@ -300,7 +298,7 @@ impl ClusterView {
     /// of this view, in order: replayed on a list laid out as the containers were
     /// then, it lays it out as they are now. None when that is not known (as for
     /// [`ClusterView::nodes_changed_since`]).
-    pub fn containers_moved_since(&self, mark: JournalMark) -> Option<&[ContainerMove]> {
+    pub fn containers_moved_since(&self, mark: &JournalMark) -> Option<&[ContainerMove]> {
         self.moves.since(mark)
     }
 

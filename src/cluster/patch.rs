@@ -674,43 +674,43 @@ mod tests {
     fn the_node_journal_lists_what_changed_and_says_when_it_cannot() {
         let mut v = empty_view();
         let start = v.journal_mark();
-        assert_eq!(v.nodes_changed_since(start), Some(&[][..]));
+        assert_eq!(v.nodes_changed_since(&start), Some(&[][..]));
         let a = v.add_app(app(1, 1, 0)).unwrap();
         assert_eq!(
-            v.nodes_changed_since(start),
+            v.nodes_changed_since(&start),
             Some(&[][..]),
             "no node holds more"
         );
         let c = v.add_container(container(1, a.0, 2, 1, 0)).unwrap();
         v.clear_journals();
         // A mark from before the clear no longer knows; one taken now does.
-        assert_eq!(v.nodes_changed_since(start), None);
+        assert_eq!(v.nodes_changed_since(&start), None);
         let mark = v.journal_mark();
         v.set_container_limits(c, Limits::MIN_FOOTPRINT, ContainerState::Suspended, false)
             .unwrap();
-        assert_eq!(v.nodes_changed_since(mark), Some(&[1][..]));
+        assert_eq!(v.nodes_changed_since(&mark), Some(&[1][..]));
         let mark = v.journal_mark();
         // Its application moves queue: whose room the suspension gave back changes.
         v.set_app_demand(a, QueueIdx(2), 0.0, &[], None).unwrap();
         v.set_node(NodeIdx(0), Resource::new(9000, 9), Partition::General)
             .unwrap();
-        assert_eq!(v.nodes_changed_since(mark), Some(&[1, 0][..]));
+        assert_eq!(v.nodes_changed_since(&mark), Some(&[1, 0][..]));
         let mark = v.journal_mark();
         v.add_container(container(1, a.0, 3, 0, 0)).unwrap();
         v.remove_container(c).unwrap();
-        let listed = v.nodes_changed_since(mark).unwrap();
+        let listed = v.nodes_changed_since(&mark).unwrap();
         assert!(listed.contains(&0) && listed.contains(&1), "{listed:?}");
         // A clone changes apart from its original, so marks do not carry over.
-        assert_eq!(v.clone().nodes_changed_since(v.journal_mark()), None);
-        assert_eq!(empty_view().nodes_changed_since(mark), None);
+        assert_eq!(v.clone().nodes_changed_since(&v.journal_mark()), None);
+        assert_eq!(empty_view().nodes_changed_since(&mark), None);
         // A journal nobody clears stays small, and readers then start over.
         let mark = v.journal_mark();
         for _ in 0..1100 {
             v.set_node(NodeIdx(0), Resource::new(9000, 9), Partition::General)
                 .unwrap();
         }
-        assert_eq!(v.nodes_changed_since(mark), None);
-        assert!(v.nodes_changed_since(v.journal_mark()).is_some());
+        assert_eq!(v.nodes_changed_since(&mark), None);
+        assert!(v.nodes_changed_since(&v.journal_mark()).is_some());
     }
 
     #[test]
@@ -745,7 +745,7 @@ mod tests {
         // Refused changes are not journalled.
         assert!(v.add_container(container(1, a.0, 3, 0, 0)).is_err());
         assert!(v.remove_container(ContainerIdx(9)).is_err());
-        let moves = v.containers_moved_since(mark).unwrap();
+        let moves = v.containers_moved_since(&mark).unwrap();
         assert_eq!(
             moves,
             &[
@@ -759,22 +759,22 @@ mod tests {
         assert_eq!(list, ids(&v));
         // Cleared, a clone or another view: the reader must lay its list out anew.
         v.clear_journals();
-        assert_eq!(v.containers_moved_since(mark), None);
-        assert_eq!(v.containers_moved_since(v.container_mark()), Some(&[][..]));
-        assert_eq!(v.clone().containers_moved_since(v.container_mark()), None);
+        assert_eq!(v.containers_moved_since(&mark), None);
+        assert_eq!(v.containers_moved_since(&v.container_mark()), Some(&[][..]));
+        assert_eq!(v.clone().containers_moved_since(&v.container_mark()), None);
         assert_eq!(
-            empty_view().containers_moved_since(v.container_mark()),
+            empty_view().containers_moved_since(&v.container_mark()),
             None
         );
         // The node journal's marks are not the container journal's.
-        assert_eq!(v.containers_moved_since(v.journal_mark()), None);
+        assert_eq!(v.containers_moved_since(&v.journal_mark()), None);
         // Nobody reading: it stays small.
         let mark = v.container_mark();
         for n in 10..1100 {
             let c = v.add_container(container(1, a.0, n, 0, 0)).unwrap();
             v.remove_container(c).unwrap();
         }
-        assert_eq!(v.containers_moved_since(mark), None);
+        assert_eq!(v.containers_moved_since(&mark), None);
     }
 
     #[test]

@@ -17,7 +17,8 @@ use rand_pcg::Pcg64;
 use super::dice::DiceWindow;
 use super::engine::TickBuffers;
 use crate::cluster::{
-    ClusterView, ContainerId, ContainerIdx, ContainerMove, IdMap, JournalMark, Millis, NodeId,
+    ClusterView, ContainerId, ContainerIdx, ContainerMove, IdMap, JournalMark, LineageMark, Millis,
+    NodeId,
 };
 use crate::config::settings::PolicySettings;
 
@@ -128,7 +129,7 @@ impl Memo {
 /// lists its nodes otherwise.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct LasTimers {
-    layout: Option<u64>,
+    layout: Option<LineageMark>,
     ids: Vec<NodeId>,
     at: Vec<Option<Millis>>,
     /// The timers by time (node places), so that a tick finds the due ones without
@@ -183,7 +184,11 @@ impl LasTimers {
     #[inline]
     fn align(&mut self, view: &ClusterView) {
         // The length too: `nodes` is public, and a caller that edits it keeps the layout.
-        if self.layout != Some(view.node_layout()) || self.at.len() != view.nodes.len() {
+        let same = self
+            .layout
+            .as_ref()
+            .is_some_and(|m| view.has_node_layout(m));
+        if !same || self.at.len() != view.nodes.len() {
             self.lay_out(view);
         }
     }

@@ -86,7 +86,7 @@ impl LasIndex {
             .synced
             .as_ref()
             .filter(|_| same)
-            .and_then(|k| view.nodes_changed_since(k.mark));
+            .and_then(|k| view.nodes_changed_since(&k.mark));
         match changed {
             Some(nodes) => {
                 self.syncs += 1;
