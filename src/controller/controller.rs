@@ -34,7 +34,7 @@ use crate::cluster::{
 use crate::config::queues::QueueTree;
 use crate::config::settings::PreemptorSettings;
 use crate::config::{ConfigErrors, LoadedConfig};
-use crate::policy::{self, Action, ActionKind, Amount, Before, PolicyState};
+use crate::policy::{self, Action, ActionKind, Amount, Before, PolicyState, Reason};
 use crate::resources::{Limits, Resource};
 use crate::sync::lock;
 use crate::yarn::dto::{AppInfo, YarnApplicationState};
@@ -1455,7 +1455,7 @@ impl Loop {
                     to: allocated.unwrap_or_default(),
                 },
                 policy,
-                reason: format!("{}: everything goes back", undo.why()),
+                reason: Reason::Said(format!("{}: everything goes back", undo.why())),
                 application: Some(s.container.application()),
                 queue: None,
                 node: None,
@@ -1489,7 +1489,7 @@ impl Loop {
                     advertised: physical,
                 },
                 policy,
-                reason: format!("{}: physical capacity again", undo.why()),
+                reason: Reason::Said(format!("{}: physical capacity again", undo.why())),
                 application: None,
                 queue: None,
                 node: Some(node.clone()),
@@ -1517,7 +1517,7 @@ impl Loop {
                     partition: crate::cluster::Partition::General,
                 },
                 policy: PolicyKind::Dice,
-                reason: format!("{}: back to the general partition", undo.why()),
+                reason: Reason::Said(format!("{}: back to the general partition", undo.why())),
                 application: None,
                 queue: None,
                 node: Some(node.clone()),

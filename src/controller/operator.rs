@@ -13,7 +13,7 @@ use super::view::Resuming;
 use crate::cluster::{
     ClusterView, Container, ContainerIdx, ContainerState, NodeId, Partition, PolicyKind,
 };
-use crate::policy::{Action, ActionKind, Before};
+use crate::policy::{Action, ActionKind, Before, Reason};
 use crate::resources::Limits;
 
 /// How long `resume --all` and `restore-capacities` keep the controller from taking
@@ -125,9 +125,9 @@ fn resume(
             to: Limits::from(c.allocated),
         },
         policy,
-        reason: reason.to_string(),
+        reason: Reason::Said(reason.to_string()),
         application: Some(view.app(c.app).id),
-        queue: Some(view.queue_of(c).path.clone()),
+        queue: Some(view.queue_of(c).path.as_str().into()),
         node: Some(view.node(c.node).id.clone()),
         for_queue: None,
         before: Before::Limits(current),
@@ -164,7 +164,7 @@ pub fn give_back(
     let node_action = |node: &NodeId, kind: ActionKind, before: Before| Action {
         kind,
         policy,
-        reason: reason.to_string(),
+        reason: Reason::Said(reason.to_string()),
         application: None,
         queue: None,
         node: Some(node.clone()),
@@ -262,7 +262,7 @@ mod tests {
                 let c = v.container(v.container_by_id(&container).unwrap());
                 assert_eq!(to, Limits::from(c.allocated));
                 assert_eq!(a.before, Before::Limits(c.current));
-                assert_eq!(a.reason, "operator");
+                assert_eq!(a.reason.to_string(), "operator");
             }
         }
     }

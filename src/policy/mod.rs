@@ -46,6 +46,7 @@ mod engine;
 pub mod las;
 mod ledger;
 mod plan;
+mod reason;
 pub mod select;
 mod state;
 pub mod victims;
@@ -59,6 +60,7 @@ pub use capacity::QueueAccount;
 pub use dice::DiceReport;
 pub(crate) use engine::held_at;
 pub use plan::{Action, ActionKind, Before, PendingKill, Plan};
+pub use reason::{DiceWindowWhy, Note, Reason, ReclaimWhy};
 pub use state::PolicyState;
 
 use crate::cluster::{ClusterView, Millis, PolicyKind};

@@ -2,12 +2,14 @@
 //! reason the preemption log prints, plus the accounting behind them.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::Serialize;
 
 use super::amount::Amount;
 use super::capacity::QueueAccount;
 use super::dice::DiceReport;
+use super::reason::{Note, Reason};
 use crate::cluster::{
     ApplicationId, ContainerId, ContainerIdx, Millis, NodeId, Partition, PolicyKind,
 };
@@ -40,7 +42,7 @@ pub struct Plan {
     pub dice: Option<DiceReport>,
     /// Things an operator should know that are not actions, e.g. a node whose running
     /// containers exceed it with nothing left that may be suspended.
-    pub notes: Vec<String>,
+    pub notes: Vec<Note>,
 }
 
 impl Plan {
@@ -55,13 +57,13 @@ pub struct Action {
     pub kind: ActionKind,
     /// The mechanism that chose this action (for `adaptive`, the one it picked).
     pub policy: PolicyKind,
-    pub reason: String,
+    pub reason: Reason,
     /// The container's application, queue and node, where a container is involved.
     pub application: Option<ApplicationId>,
-    pub queue: Option<String>,
+    pub queue: Option<Arc<str>>,
     pub node: Option<NodeId>,
     /// The queue the freed room is for, when one is known.
-    pub for_queue: Option<String>,
+    pub for_queue: Option<Arc<str>>,
     /// The state before, so the log can print "before -> after".
     pub before: Before,
     /// Where the container is in the view the plan was decided on (None for a node
@@ -187,7 +189,7 @@ impl fmt::Display for Action {
 pub struct PendingKill {
     pub container: ContainerId,
     pub application: ApplicationId,
-    pub queue: String,
+    pub queue: Arc<str>,
     pub node: NodeId,
     pub marked_at_ms: Millis,
     pub kill_at_ms: Millis,
@@ -195,5 +197,5 @@ pub struct PendingKill {
     pub new: bool,
     pub allocated: Resource,
     /// The queue the room is for, when known.
-    pub for_queue: Option<String>,
+    pub for_queue: Option<Arc<str>>,
 }

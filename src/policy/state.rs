@@ -35,8 +35,6 @@ pub struct PolicyState {
     pub(crate) las_checks: LasTimers,
     /// The last tick's per-node arrays, reused by the next.
     pub(crate) buffers: TickBuffers,
-    /// Whether plans explain themselves ([`PolicyState::set_explain`]).
-    pub(crate) explain: bool,
 }
 
 impl PolicyState {
@@ -48,7 +46,6 @@ impl PolicyState {
             dice: DiceState::default(),
             las_checks: LasTimers::default(),
             buffers: TickBuffers::default(),
-            explain: true,
         }
     }
 
@@ -64,14 +61,6 @@ impl PolicyState {
             self.rng = Pcg64::seed_from_u64(s.seed);
         }
         self.settings = s;
-    }
-
-    /// Off: actions carry an empty reason and name no queue, node or queue the room is
-    /// for, and plans carry no notes; the actions are the same. For a caller that reads
-    /// only what the actions do (the simulator, whose ticks act hundreds of thousands of
-    /// times and would format and copy a log line's parts each time).
-    pub fn set_explain(&mut self, on: bool) {
-        self.explain = on;
     }
 
     /// Containers the state currently remembers something about (including some that
@@ -361,7 +350,11 @@ impl MemoStore {
     /// Finds memos in `view` by place if it is the last view patched in place, by id
     /// otherwise.
     fn sync(&mut self, view: &ClusterView) {
-        match self.synced.and_then(|m| view.containers_moved_since(m)) {
+        match self
+            .synced
+            .as_ref()
+            .and_then(|m| view.containers_moved_since(m))
+        {
             Some(moves) if self.placed => {
                 for &m in moves {
                     match m {

@@ -24,15 +24,6 @@ pub fn remaining_ms(app: &App, now: Millis) -> f64 {
     }
 }
 
-/// Human form of [`remaining_ms`] for the preemption log.
-pub fn describe_remaining(ms: f64) -> String {
-    if ms.is_infinite() {
-        "unknown, no progress reported yet".to_string()
-    } else {
-        format!("est. {:.0} s", ms / 1000.0)
-    }
-}
-
 /// The applications of `queue` that `eligible` admits, longest remaining time first;
 /// ties go to the newest application (the capacity scheduler's reverse FIFO).
 pub fn jobs_by_remaining_time(
@@ -126,7 +117,6 @@ mod tests {
         assert!(remaining_ms(&a, 1000).is_infinite());
         a.progress = 1.5;
         assert_eq!(remaining_ms(&a, 1000), 0.0);
-        assert_eq!(describe_remaining(1_840_000.0), "est. 1840 s");
     }
 
     #[test]

@@ -38,11 +38,9 @@ impl PolicyBridge {
     pub fn new(kind: PolicyKind, mut settings: PolicySettings) -> PolicyBridge {
         settings.kind = kind;
         settings.observe_only = false;
-        let mut state = PolicyState::new(settings);
-        // Nothing here prints a preemption log; formatting a reason per action was a
-        // tenth of a LAS run.
-        state.set_explain(false);
-        PolicyBridge { state }
+        PolicyBridge {
+            state: PolicyState::new(settings),
+        }
     }
 
     pub fn settings(&self) -> &PolicySettings {

@@ -62,17 +62,13 @@ impl Tick<'_> {
             let (capacity, before) = (facts.capacity, facts.advertised);
             let advertised = capacity + reclaimed + extra;
             let node = &view.nodes[n];
-            let mut reason = why!(self, "physical {capacity}");
-            if self.explain && reclaimed.any_positive() {
-                let _ = write!(reason, " + reclaimed {reclaimed}");
-            }
-            if self.explain && extra.any_positive() {
-                let _ = write!(
-                    reason,
-                    " + LAS admission of N + Q = {} + {} containers",
-                    capacity.vcores, self.s.las.extra_slots
-                );
-            }
+            let reason = Reason::NodeCapacity {
+                physical: capacity,
+                reclaimed,
+                las_slots: extra
+                    .any_positive()
+                    .then_some((capacity.vcores, self.s.las.extra_slots)),
+            };
             self.node_action(
                 n,
                 ActionKind::SetNodeCapacity {
@@ -89,11 +85,8 @@ impl Tick<'_> {
                 continue;
             }
             let reason = match p {
-                Partition::Short => why!(
-                    self,
-                    "Dice elastic sizing: converted to the short partition for this window; takes no new long containers"
-                ),
-                Partition::General => why!(self, "back to the general partition"),
+                Partition::Short => Reason::ToShortPartition,
+                Partition::General => Reason::ToGeneralPartition,
             };
             self.node_action(
                 n,
@@ -112,7 +105,7 @@ impl Tick<'_> {
         n: usize,
         kind: ActionKind,
         before: Before,
-        reason: String,
+        reason: Reason,
     ) {
         let policy = match kind {
             ActionKind::SetNodePartition { .. } => PolicyKind::Dice,
@@ -124,7 +117,7 @@ impl Tick<'_> {
             reason,
             application: None,
             queue: None,
-            node: self.explain.then(|| self.view.nodes[n].id.clone()),
+            node: Some(self.view.nodes[n].id.clone()),
             for_queue: None,
             before,
             place: None,

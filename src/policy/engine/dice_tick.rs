@@ -104,11 +104,9 @@ impl Tick<'_> {
             if dice::suspension_over(self.memos.get(ci).suspended_at, self.now, s)
                 && owed.fits_in(&self.ledger.node_room(c.node.get()))
             {
-                let reason = why!(
-                    self,
-                    "suspension timeout ({}) is over and the room it lent is free again",
-                    Secs(s.suspension_timeout_ms)
-                );
+                let reason = Reason::DiceTimeout {
+                    timeout_ms: s.suspension_timeout_ms,
+                };
                 self.resume_fully(ci, PolicyKind::Dice, Room::Advertised(c.node.get()), reason);
             }
         }
@@ -187,15 +185,13 @@ impl Tick<'_> {
                 let start = rng.random_range(0..chosen.len());
                 chosen.rotate_left(start);
             }
-            let header = why!(
-                self,
-                "Dice window: short tasks waited {} on average (r = {:.2}, {} model p = {:.2}); opportunistic preemption request to this node, one of {}",
-                Secs(report.mean_wait_ms as u64),
-                report.r,
-                s.preemption_model.name(),
-                report.p_preemption,
-                report.preemption_requests
-            );
+            let window = Arc::new(DiceWindowWhy {
+                mean_wait_ms: report.mean_wait_ms,
+                r: report.r,
+                model: s.preemption_model.name(),
+                p_preemption: report.p_preemption,
+                requests: report.preemption_requests,
+            });
             for n in chosen {
                 let n = n as usize;
                 let unit = if general(n) {
@@ -203,7 +199,7 @@ impl Tick<'_> {
                 } else {
                     units.confined
                 };
-                if self.dice_node(n, unit, &header) {
+                if self.dice_node(n, unit, &window) {
                     report.suspended += 1;
                 }
             }
@@ -214,7 +210,12 @@ impl Tick<'_> {
 
     /// A node that received a preemption request suspends one running long container
     /// if Dice's four conditions hold; `unit` is the smallest outstanding short request.
-    pub(super) fn dice_node(&mut self, n: usize, unit: Option<Amount>, header: &str) -> bool {
+    pub(super) fn dice_node(
+        &mut self,
+        n: usize,
+        unit: Option<Amount>,
+        window: &Arc<DiceWindowWhy>,
+    ) -> bool {
         let view = self.view;
         let settings = self.s;
         let s = &settings.dice;
@@ -284,17 +285,11 @@ impl Tick<'_> {
         if !dice::node_accepts(&facts, suspensions, s.max_suspensions) {
             return false;
         }
-        let reason = || {
-            // Sized up front: growing a copy of the long header costs more than the rest.
-            let mut r = String::with_capacity(header.len() + 160);
-            let _ = write!(
-                r,
-                "{header}: long job {} runs here, no long container is suspended here, short work is waiting (suspension {} of at most {})",
-                view.app(c.app).id,
-                suspensions + 1,
-                s.max_suspensions
-            );
-            r
+        let reason = Reason::DiceSuspend {
+            window: window.clone(),
+            job: view.app(c.app).id,
+            suspension: suspensions + 1,
+            max: s.max_suspensions,
         };
         if self
             .suspend(ci, PolicyKind::Dice, Room::Advertised(n), reason)

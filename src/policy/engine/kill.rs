@@ -13,11 +13,10 @@ impl Tick<'_> {
                 continue;
             };
             if self.now >= at.saturating_add(wait) {
-                let reason = why!(
-                    self,
-                    "marked for preemption at {at} ms; the ApplicationMaster did not release it within max-wait-before-kill ({})",
-                    Secs(wait)
-                );
+                let reason = Reason::KillAfterWait {
+                    marked_at_ms: at,
+                    wait_ms: wait,
+                };
                 self.kill(ci, reason, None);
             } else {
                 self.pending_kill(ci, at, false, None);
@@ -25,7 +24,7 @@ impl Tick<'_> {
         }
     }
 
-    pub(super) fn kill(&mut self, ci: ContainerIdx, reason: String, for_queue: Option<String>) {
+    pub(super) fn kill(&mut self, ci: ContainerIdx, reason: Reason, for_queue: Option<Arc<str>>) {
         let c = self.view.container(ci);
         let held = self.held(c);
         self.ledger
@@ -39,14 +38,14 @@ impl Tick<'_> {
         ci: ContainerIdx,
         at: Millis,
         new: bool,
-        for_queue: Option<String>,
+        for_queue: Option<Arc<str>>,
     ) {
         let view = self.view;
         let c = view.container(ci);
         self.pending_kills.push(PendingKill {
             container: c.id,
             application: view.app(c.app).id,
-            queue: view.queue_of(c).path.clone(),
+            queue: self.queue_name(self.queue_of(c)),
             node: view.node(c.node).id.clone(),
             marked_at_ms: at,
             kill_at_ms: at.saturating_add(self.s.kill.max_wait_before_kill_ms),
@@ -104,10 +103,7 @@ impl Tick<'_> {
                 m.suspended_at.get_or_insert(now);
                 m.last_pick_at = Some(now);
             });
-            let reason = why!(
-                self,
-                "swapping (swap-in or major-fault rate above the threshold): frozen at the footprint CPU; no more memory is taken from it"
-            );
+            let reason = Reason::SwapFreeze;
             self.push(
                 ci,
                 ActionKind::Shrink {

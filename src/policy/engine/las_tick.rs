@@ -497,33 +497,35 @@ impl Tick<'_> {
                 moves,
             );
         }
-        let w = Secs(s.las.quantum_ms);
         for mv in moves.iter() {
             let ci = idx[mv.task];
             let c = view.container(ci);
             let t = &tasks[mv.task];
-            let attained = Secs(c.attained_service_at(self.now));
+            let attained_ms = c.attained_service_at(self.now);
             let other = mv.for_task.map(|b| {
                 (
                     view.container(idx[b]).id,
-                    Secs(view.container(idx[b]).attained_service_at(self.now)),
+                    view.container(idx[b]).attained_service_at(self.now),
                 )
             });
-            let for_queue = (mv.for_task)
-                .filter(|_| self.explain)
-                .map(|b| view.queue_of(view.container(idx[b])).path.clone());
+            let for_queue =
+                (mv.for_task).map(|b| self.queue_name(self.queue_of(view.container(idx[b]))));
             if mv.suspend {
                 let reason = match (mv.cause, other) {
-                    (LasCause::QuantumExpired, Some((b, ba))) => why!(
-                        self,
-                        "node {}: its quantum W = {w} expired and {b} waits with less attained service ({ba} <= {attained})",
-                        node.id
-                    ),
-                    _ => why!(
-                        self,
-                        "node {}: no free core for a new container (running LAS containers need more than {cap}); it has the most attained service ({attained})",
-                        node.id
-                    ),
+                    (LasCause::QuantumExpired, Some((waiting, waiting_attained_ms))) => {
+                        Reason::LasQuantumExpired {
+                            node: node.id.clone(),
+                            quantum_ms: s.las.quantum_ms,
+                            waiting,
+                            waiting_attained_ms,
+                            attained_ms,
+                        }
+                    }
+                    _ => Reason::LasNoFreeCore {
+                        node: node.id.clone(),
+                        cap,
+                        attained_ms,
+                    },
                 };
                 let preemptions = t.preemptions;
                 let floor = self.floor(c);
@@ -543,17 +545,10 @@ impl Tick<'_> {
                     for_queue,
                 );
             } else {
-                let reason = match mv.cause {
-                    LasCause::QuantumExpired => why!(
-                        self,
-                        "node {}: a quantum expired and this waiting container has the least attained service ({attained})",
-                        node.id
-                    ),
-                    _ => why!(
-                        self,
-                        "node {}: room is free; least attained service among waiting containers ({attained})",
-                        node.id
-                    ),
+                let reason = Reason::LasResume {
+                    node: node.id.clone(),
+                    quantum: mv.cause == LasCause::QuantumExpired,
+                    attained_ms,
                 };
                 self.resume_fully(ci, PolicyKind::Las, Room::Local(n), reason);
                 let now = self.now;
@@ -571,11 +566,12 @@ impl Tick<'_> {
         self.las_checks
             .set(view, n, las::next_expiry(tasks, &s.las));
         let running = Amount::sum(tasks.iter().filter(|t| t.running).map(|t| t.demand));
-        if self.explain && !running.fits_in(&cap) {
-            self.notes.push(format!(
-                "node {}: running LAS containers need {running} but only {cap} is theirs; none may be suspended now (starvation guard, protected queue or round budget)",
-                node.id
-            ));
+        if !running.fits_in(&cap) {
+            self.notes.push(Note::LasOverfull {
+                node: node.id.clone(),
+                running,
+                cap,
+            });
         }
     }
 }

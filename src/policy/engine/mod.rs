@@ -9,8 +9,7 @@
 //! Each step is a submodule over the one [`Tick`]: [`release`], [`reclaim`] (with
 //! [`kill`]), [`las_tick`], [`dice_tick`] and [`capacities`].
 
-use std::fmt::Write as _;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use rand::RngExt;
 use rand_pcg::Pcg64;
@@ -21,9 +20,10 @@ use super::dice::{self, DiceNodeFacts, DiceReport, DiceWindow};
 use super::las::{self, LasCause, LasGate, LasTask};
 use super::ledger::{Ledger, NodeBuffers, Room};
 use super::plan::{Action, ActionKind, Before, PendingKill, Plan};
+use super::reason::{DiceWindowWhy, Note, Reason, ReclaimWhy};
 use super::select::{app_policy, is_share_based};
 use super::state::{DiceState, LasTimers, Memo, Memos, PolicyState};
-use super::victims::{describe_remaining, jobs_by_remaining_time, newest_key, smallest_first};
+use super::victims::{jobs_by_remaining_time, newest_key, smallest_first};
 use crate::cluster::{
     AppIdx, BelowAllocation, ClusterView, Container, ContainerIdx, ContainerState, IdMap, JobClass,
     JournalMark, Millis, Partition, PolicyKind,
@@ -39,7 +39,6 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
         dice: dice_state,
         las_checks,
         buffers,
-        explain,
     } = state;
     let memos = Memos::new(view, memos);
     let last_actions = buffers.actions;
@@ -52,7 +51,6 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
         las_checks,
         std::mem::take(buffers),
     );
-    t.explain = *explain;
     // A LAS tick acts dozens of times, a varying number; growing the list copies
     // every action so far.
     let room = 2 * last_actions + 8;
@@ -84,6 +82,7 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
         las,
         las_work: std::mem::take(&mut t.las_work),
         actions: t.actions.len(),
+        queue_names: std::mem::take(&mut t.queue_names),
     };
     t.finish(&loads, &acc, report)
 }
@@ -97,6 +96,21 @@ pub(crate) struct TickBuffers {
     las_work: LasWork,
     /// How many actions the last tick took (room to reserve for this one's).
     actions: usize,
+    /// The queues' paths, shared by the actions that name them.
+    queue_names: Vec<Arc<str>>,
+}
+
+/// Lays `names` out as the view's queue paths, allocating only when they differ.
+fn refresh_queue_names(names: &mut Vec<Arc<str>>, view: &ClusterView) {
+    let same = names.len() == view.queues.len()
+        && names.iter().zip(&view.queues).all(|(n, q)| **n == *q.path);
+    if !same {
+        *names = view
+            .queues
+            .iter()
+            .map(|q| Arc::from(q.path.as_str()))
+            .collect();
+    }
 }
 
 impl TickBuffers {
@@ -158,24 +172,10 @@ struct Tick<'a> {
     las_work: LasWork,
     actions: Vec<Action>,
     pending_kills: Vec<PendingKill>,
-    notes: Vec<String>,
-    /// Format reasons and notes (with `why!`) and name queues and nodes in actions
-    /// ([`PolicyState::set_explain`]).
-    explain: bool,
+    queue_names: Vec<Arc<str>>,
+    notes: Vec<Note>,
 }
 
-/// A reason or note, formatted only when plans carry them (`$t.explain`).
-macro_rules! why {
-    ($t:expr, $($arg:tt)*) => {
-        if $t.explain {
-            format!($($arg)*)
-        } else {
-            String::new()
-        }
-    };
-}
-
-// After `why!`: macros are in scope only below their definition.
 mod capacities;
 mod dice_tick;
 mod kill;
@@ -220,23 +220,6 @@ fn held_in(
     }
 }
 
-/// Milliseconds shown as whole seconds ("12 s"), rounded half to even as `{:.0}`
-/// rounds, in integers: LAS names attained service in every move's reason.
-#[derive(Clone, Copy)]
-struct Secs(u64);
-
-impl std::fmt::Display for Secs {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (q, r) = (self.0 / 1000, self.0 % 1000);
-        let q = if r > 500 || (r == 500 && q % 2 == 1) {
-            q + 1
-        } else {
-            q
-        };
-        write!(f, "{q} s")
-    }
-}
-
 impl<'a> Tick<'a> {
     /// Works from the view's aggregates (queue and node usage) and its index of
     /// containers below their allocation, so that a tick costs O(nodes + queues +
@@ -268,7 +251,9 @@ impl<'a> Tick<'a> {
             las: mut las_index,
             las_work,
             actions: _,
+            mut queue_names,
         } = buffers;
+        refresh_queue_names(&mut queue_names, view);
         let las = if las_active {
             las_index.sync(view, s, &policy, las_checks, now, &mut node_buffers);
             Some(las_index)
@@ -332,8 +317,8 @@ impl<'a> Tick<'a> {
             las_work,
             actions: Vec::new(),
             pending_kills: Vec::new(),
+            queue_names,
             notes: Vec::new(),
-            explain: true,
         }
     }
 
@@ -369,13 +354,19 @@ impl<'a> Tick<'a> {
         self.view.app(c.app).queue.get()
     }
 
+    /// Queue `q`'s path, shared: every action names its queue, and a simulator's tick
+    /// may act hundreds of times.
+    fn queue_name(&self, q: usize) -> Arc<str> {
+        self.queue_names[q].clone()
+    }
+
     fn push(
         &mut self,
         ci: ContainerIdx,
         kind: ActionKind,
         policy: PolicyKind,
-        reason: String,
-        for_queue: Option<String>,
+        reason: Reason,
+        for_queue: Option<Arc<str>>,
     ) {
         let view = self.view;
         let c = view.container(ci);
@@ -385,8 +376,8 @@ impl<'a> Tick<'a> {
             policy,
             reason,
             application: Some(view.app(c.app).id),
-            queue: self.explain.then(|| view.queue_of(c).path.clone()),
-            node: self.explain.then(|| view.node(c.node).id.clone()),
+            queue: Some(self.queue_name(self.queue_of(c))),
+            node: Some(view.node(c.node).id.clone()),
             for_queue,
             before: Before::Limits(c.current),
             place: Some(ci),
@@ -394,7 +385,7 @@ impl<'a> Tick<'a> {
     }
 
     /// Give a container its whole allocation back.
-    fn resume_fully(&mut self, ci: ContainerIdx, policy: PolicyKind, room: Room, reason: String) {
+    fn resume_fully(&mut self, ci: ContainerIdx, policy: PolicyKind, room: Room, reason: Reason) {
         let c = self.view.container(ci);
         let owed = Amount::from(c.allocated) - self.held(c);
         self.resume_by(ci, policy, room, owed, reason);
@@ -407,7 +398,7 @@ impl<'a> Tick<'a> {
         policy: PolicyKind,
         room: Room,
         inc: Amount,
-        reason: String,
+        reason: Reason,
     ) {
         let c = self.view.container(ci);
         let owed = Amount::from(c.allocated) - self.held(c);
@@ -435,7 +426,7 @@ impl<'a> Tick<'a> {
         ci: ContainerIdx,
         policy: PolicyKind,
         room: Room,
-        reason: impl FnOnce() -> String,
+        reason: Reason,
     ) -> Option<Amount> {
         let c = self.view.container(ci);
         let floor = self.floor(c);
@@ -453,11 +444,7 @@ impl<'a> Tick<'a> {
                 footprint,
             },
             policy,
-            if self.explain {
-                reason()
-            } else {
-                String::new()
-            },
+            reason,
             None,
         );
         Some(amount)
@@ -500,27 +487,6 @@ impl<'a> Tick<'a> {
             round_cap,
             dice,
             notes: self.notes,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Secs;
-
-    #[test]
-    fn whole_seconds_round_as_float_formatting_does() {
-        let edges = (0..5u64).flat_map(|q| [q * 1000 + 499, q * 1000 + 500, q * 1000 + 501]);
-        for ms in (0..20_000u64)
-            .step_by(7)
-            .chain(edges)
-            .chain([u32::MAX as u64])
-        {
-            assert_eq!(
-                Secs(ms).to_string(),
-                format!("{:.0} s", ms as f64 / 1000.0),
-                "{ms} ms"
-            );
         }
     }
 }

@@ -24,7 +24,9 @@ pub(super) struct Pick {
     amount: Amount,
     what: Reclaim,
     policy: PolicyKind,
-    reason: Rc<String>,
+    why: Arc<ReclaimWhy>,
+    /// Taken once only ApplicationMasters were left.
+    ams_only: bool,
 }
 
 pub(super) enum Reclaim {
@@ -75,25 +77,7 @@ impl Tick<'_> {
                     .total_cmp(&acc.starved[b].dominant_share(&self.total))
                     .then(b.cmp(&a))
             });
-        let for_queue = (starved)
-            .filter(|_| self.explain)
-            .map(|i| view.queues[i].path.clone());
-        let mut queue_reason = match starved {
-            Some(i) => why!(
-                self,
-                "queue {} is {} short of its share",
-                view.queues[i].path,
-                acc.starved[i]
-            ),
-            None => why!(self, "starved demand"),
-        };
-        if self.explain {
-            let _ = write!(
-                queue_reason,
-                "; {} is over its share by {}, reclaiming {} this round",
-                view.queues[q].path, acc.over[q], target
-            );
-        }
+        let for_queue = starved.map(|i| self.queue_name(i));
         let jobs = jobs_by_remaining_time(
             view,
             crate::cluster::QueueIdx(q as u32),
@@ -111,23 +95,23 @@ impl Tick<'_> {
             if sel.met() {
                 break;
             }
-            let reason = why!(
-                self,
-                "{queue_reason}; job {} has the {} remaining time ({})",
-                view.app(ai).id,
-                if rank == 0 { "longest" } else { "next-longest" },
-                describe_remaining(remaining)
-            );
-            let reason = Rc::new(reason);
-            self.pick_from(ai, TakeFrom::Tasks, &reason, &mut sel);
-            reached.push((ai, reason));
+            let why = Arc::new(ReclaimWhy {
+                starved: starved.map(|i| (self.queue_name(i), acc.starved[i])),
+                over_queue: self.queue_name(q),
+                over_by: acc.over[q],
+                target,
+                job: view.app(ai).id,
+                rank,
+                remaining_ms: remaining,
+            });
+            self.pick_from(ai, TakeFrom::Tasks, &why, &mut sel);
+            reached.push((ai, why));
         }
-        for (ai, reason) in reached {
+        for (ai, why) in reached {
             if sel.met() {
                 break;
             }
-            let reason = Rc::new(why!(self, "{reason}; only ApplicationMasters are left"));
-            self.pick_from(ai, TakeFrom::ApplicationMasters, &reason, &mut sel);
+            self.pick_from(ai, TakeFrom::ApplicationMasters, &why, &mut sel);
         }
         let Selection {
             mut taken,
@@ -155,7 +139,7 @@ impl Tick<'_> {
         &mut self,
         ai: AppIdx,
         kind: TakeFrom,
-        reason: &Rc<String>,
+        why: &Arc<ReclaimWhy>,
         sel: &mut Selection,
     ) {
         let view = self.view;
@@ -187,7 +171,7 @@ impl Tick<'_> {
                 if sel.met() {
                     return;
                 }
-                self.pick(ci, policy, reason, sel);
+                self.pick(ci, policy, (why, kind), sel);
             }
             return;
         }
@@ -204,7 +188,7 @@ impl Tick<'_> {
                 continue;
             }
             if shrunk(c) == (0, 0) {
-                self.pick(ci, policy, reason, sel);
+                self.pick(ci, policy, (why, kind), sel);
             } else {
                 shrunk_ones.push(ci);
             }
@@ -213,7 +197,7 @@ impl Tick<'_> {
             if sel.met() {
                 return;
             }
-            self.pick(ci, policy, reason, sel);
+            self.pick(ci, policy, (why, kind), sel);
         }
     }
 
@@ -222,7 +206,7 @@ impl Tick<'_> {
         &mut self,
         ci: ContainerIdx,
         policy: PolicyKind,
-        reason: &Rc<String>,
+        (why, kind): (&Arc<ReclaimWhy>, TakeFrom),
         sel: &mut Selection,
     ) {
         let view = self.view;
@@ -257,7 +241,8 @@ impl Tick<'_> {
                 amount,
                 what,
                 policy,
-                reason: reason.clone(),
+                why: why.clone(),
+                ams_only: kind == TakeFrom::ApplicationMasters,
             });
         }
     }
@@ -271,9 +256,17 @@ impl Tick<'_> {
             .is_none_or(|at| self.now >= at.saturating_add(interval))
     }
 
-    pub(super) fn carry_out(&mut self, p: Pick, for_queue: &Option<String>) {
+    pub(super) fn carry_out(&mut self, p: Pick, for_queue: &Option<Arc<str>>) {
         let c = self.view.container(p.ci);
-        let reason = Rc::unwrap_or_clone(p.reason);
+        let step = match p.what {
+            Reclaim::Shrink(_) => Some(self.s.graceful.step),
+            _ => None,
+        };
+        let reason = Reason::Reclaim {
+            why: p.why,
+            ams_only: p.ams_only,
+            graceful_step: step,
+        };
         let now = self.now;
         self.memos.update(p.ci, c.id, |m| match p.what {
             Reclaim::Mark => m.kill_marked_at = Some(now),
@@ -305,11 +298,6 @@ impl Tick<'_> {
                 );
             }
             Reclaim::Shrink(to) => {
-                let reason = why!(
-                    self,
-                    "{reason}; one graceful step of {}",
-                    self.s.graceful.step
-                );
                 self.push(
                     p.ci,
                     ActionKind::Shrink {

@@ -24,16 +24,11 @@ impl Tick<'_> {
         for ci in unmanaged {
             let c = view.container(ci);
             let reason = if self.s.kind == PolicyKind::None {
-                why!(
-                    self,
-                    "policy is none: Preemptor is off and gives every container its allocation back"
-                )
+                Reason::PolicyNone
             } else {
-                why!(
-                    self,
-                    "queue {} has policy none: its containers get their allocation back",
-                    view.queue_of(c).path
-                )
+                Reason::QueuePolicyNone {
+                    queue: self.queue_name(self.queue_of(c)),
+                }
             };
             self.resume_fully(ci, PolicyKind::None, Room::Advertised(c.node.get()), reason);
         }
@@ -90,12 +85,10 @@ impl Tick<'_> {
                 Room::Advertised(n)
             };
             let rest = s.suspend.rest_ms;
-            let reason = why!(
-                self,
-                "suspended for {}, the most yarn.preemptor.suspend.max-duration-ms allows before the framework's own timeout could give up on it; it runs at least {} before it may be taken again",
-                Secs(self.now - at),
-                Secs(rest)
-            );
+            let reason = Reason::SuspendedTooLong {
+                suspended_ms: self.now - at,
+                rest_ms: rest,
+            };
             self.resume_fully(ci, policy, room, reason);
             let until = self.now.saturating_add(rest);
             self.memos.update(ci, c.id, |m| m.rest_until = Some(until));
@@ -253,16 +246,12 @@ impl Tick<'_> {
                 *reserved.entry(n).or_default() += inc;
                 continue;
             }
-            let queue = &view.queue_of(c).path;
-            let reason = why!(
-                self,
-                "queue {queue} is {} below its ideal share; picked for resumption {picks} times (delayed resumption D = {d})",
-                acc.ideal[q] - self.ledger.held[q]
-            );
-            let reason = if inc == owed {
-                reason
-            } else {
-                why!(self, "{reason}; one graceful step back")
+            let reason = Reason::BelowShare {
+                queue: self.queue_name(q),
+                below: acc.ideal[q] - self.ledger.held[q],
+                picks,
+                delay: d,
+                step_back: inc != owed,
             };
             self.resume_by(ci, policy, Room::Advertised(n), inc, reason);
         }
