@@ -88,7 +88,7 @@ fn cluster(nodes: usize, full_admission: bool) -> ClusterView {
         }
     }
     let view = b.build().expect("benchmark cluster");
-    let mut containers = view.containers.clone();
+    let mut containers = view.containers().to_vec();
     for (i, c) in containers.iter_mut().enumerate() {
         c.attained_service_ms = (i as u64 * 7919) % 3_600_000;
         if i % 100 == 0 && view.app(c.app).class == JobClass::Long {
@@ -97,9 +97,9 @@ fn cluster(nodes: usize, full_admission: bool) -> ClusterView {
         }
     }
     ClusterView::new(
-        view.queues.clone(),
-        view.apps.clone(),
-        view.nodes.clone(),
+        view.queues().to_vec(),
+        view.apps().to_vec(),
+        view.nodes().to_vec(),
         containers,
     )
     .expect("benchmark cluster")
@@ -123,8 +123,8 @@ fn ms(d: Duration) -> f64 {
 
 /// The bare scan baseline: allocation per queue over every live container.
 fn scan(view: &ClusterView) -> u64 {
-    let mut per_queue = vec![0u64; view.queues.len()];
-    for c in view.containers.iter().filter(|c| c.is_live()) {
+    let mut per_queue = vec![0u64; view.queues().len()];
+    for c in view.containers().iter().filter(|c| c.is_live()) {
         per_queue[view.app(c.app).queue.get()] += c.allocated.memory_mb;
     }
     per_queue.iter().sum()
@@ -209,10 +209,10 @@ fn measure(
         (0..iters)
             .map(|_| {
                 let parts = (
-                    view.queues.clone(),
-                    view.apps.clone(),
-                    view.nodes.clone(),
-                    view.containers.clone(),
+                    view.queues().to_vec(),
+                    view.apps().to_vec(),
+                    view.nodes().to_vec(),
+                    view.containers().to_vec(),
                 );
                 let t = Instant::now();
                 let v = ClusterView::new(parts.0, parts.1, parts.2, parts.3);
@@ -372,7 +372,7 @@ fn main() {
             println!(
                 "{:>7} {:>10} {:>11} | {:>10.3} {:>10.3} {:>10.3} {:>8} {:>5} {:>8.2} {:>11.4}",
                 nodes,
-                view.containers.len(),
+                view.containers().len(),
                 r.policy,
                 ms(r.tick),
                 ms(r.best),
@@ -386,7 +386,7 @@ fn main() {
         println!(
             "{:>7} {:>10} {:>11} | {:>10.3} {:>10} {:>10.3} {:>8} {:>5}",
             nodes,
-            view.containers.len(),
+            view.containers().len(),
             "(scan)",
             ms(base),
             "",
@@ -397,7 +397,7 @@ fn main() {
         println!(
             "{:>7} {:>10} {:>11} | {:>10.3} {:>10} {:>10} {:>8} {:>5}",
             nodes,
-            view.containers.len(),
+            view.containers().len(),
             "(view::new)",
             ms(build),
             "",

@@ -46,16 +46,17 @@ pub enum ViewError {
 }
 
 /// A consistent snapshot of the cluster. Queues are in pre-order: the root first and
-/// every parent before its children. Only [`ClusterView::new`] builds one, so the derived
-/// fields always agree with the entities.
+/// every parent before its children. Only [`ClusterView::new`] builds one and only the
+/// in-place changes of patch.rs change one, so the derived fields always agree with the
+/// entities: callers read the entities through slices.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct ClusterView {
-    pub queues: Vec<Queue>,
-    pub apps: Vec<App>,
-    pub nodes: Vec<Node>,
-    pub containers: Vec<Container>,
+    queues: Vec<Queue>,
+    apps: Vec<App>,
+    nodes: Vec<Node>,
+    containers: Vec<Container>,
     /// Sum of the nodes' physical capacity.
-    pub capacity: Resource,
+    capacity: Resource,
     #[serde(skip)]
     container_index: ContainerIndex,
     /// Live containers below their allocation (suspended or shrunk): in index order
@@ -243,6 +244,33 @@ impl ClusterView {
             view.mark_overfull(i);
         }
         Ok(view)
+    }
+
+    /// Queues in pre-order: the root first, every parent before its children.
+    pub fn queues(&self) -> &[Queue] {
+        &self.queues
+    }
+
+    pub fn apps(&self) -> &[App] {
+        &self.apps
+    }
+
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    pub fn containers(&self) -> &[Container] {
+        &self.containers
+    }
+
+    /// Sum of the nodes' physical capacity.
+    pub fn capacity(&self) -> Resource {
+        self.capacity
+    }
+
+    /// The entities, for building a changed view with [`ClusterView::new`].
+    pub fn into_parts(self) -> (Vec<Queue>, Vec<App>, Vec<Node>, Vec<Container>) {
+        (self.queues, self.apps, self.nodes, self.containers)
     }
 
     /// Sets or clears node `i`'s bit in [`ClusterView::overfull_nodes`].

@@ -336,7 +336,7 @@ impl ClusterView {
                     .node_shapes
                     .entry((n.capacity, advertised))
                     .or_default() += 1;
-                // Saturating: `nodes` is public, and a count gone wrong must not panic.
+                // Saturating: a count gone wrong must not panic.
                 let general = |p: Partition| usize::from(p == Partition::General);
                 self.partitioned =
                     (self.partitioned + general(n.partition)).saturating_sub(general(partition));

@@ -907,7 +907,7 @@ impl Loop {
         };
         self.report_once(now, &observation.skipped, &observation.queue_disagreements);
         let seen_now = unix_ms();
-        for a in &observation.view.apps {
+        for a in observation.view.apps() {
             let proxy = self.memory.submitted.get(&a.id).copied();
             let seen = self.memory.seen.entry(a.id).or_insert(seen_now);
             if let Some(p) = proxy {
@@ -930,7 +930,7 @@ impl Loop {
                 self.hub.record_short_wait(now, app.to_string(), wait);
             }
         }
-        let live: HashSet<ApplicationId> = view.apps.iter().map(|a| a.id).collect();
+        let live: HashSet<ApplicationId> = view.apps().iter().map(|a| a.id).collect();
         self.waited.retain(|a| live.contains(a));
         self.memory.seen.retain(|a, _| live.contains(a));
         // The proxy may report a submission before the RM lists it.
@@ -965,7 +965,7 @@ impl Loop {
             trigger = trigger.kind.as_str(),
             since_trigger_ms = trigger.at.elapsed().as_millis() as u64,
             actions = plan.actions.len(),
-            apps = view.apps.len(),
+            apps = view.apps().len(),
             "decided"
         );
         let sent = self.executor.dispatch(&view, &plan, trigger, &self.memory);
@@ -975,7 +975,7 @@ impl Loop {
             self.hub.add_reclaimed(reclaimed_limits(&view), secs);
         }
         // Exempt containers being resumed are still held, whatever the view shows.
-        let held_now: HashSet<ContainerId> = (view.containers.iter())
+        let held_now: HashSet<ContainerId> = (view.containers().iter())
             .filter(|c| is_held(c.state))
             .map(|c| c.id)
             .chain(resuming.iter().map(|r| r.container))
@@ -1176,14 +1176,14 @@ impl Loop {
         // it is cannot take submissions before it exists.
         let dice = self.settings.policy.kind == PolicyKind::Dice
             || view
-                .queues
+                .queues()
                 .iter()
                 .any(|q| q.policy == Some(PolicyKind::Dice));
         if !dice && !plan.actions.iter().any(is_partition) {
             return;
         }
         let short_queues: Vec<String> = view
-            .queues
+            .queues()
             .iter()
             .filter(|q| q.children.is_empty() && q.job_class == Some(JobClass::Short))
             .map(|q| q.path.clone())
@@ -1267,7 +1267,7 @@ impl Loop {
 
     fn app_rows(&self, view: &ClusterView, rm_apps: &[AppInfo]) -> Vec<AppRow> {
         let rm: HashMap<&str, &AppInfo> = rm_apps.iter().map(|a| (a.id.trim(), a)).collect();
-        view.apps
+        view.apps()
             .iter()
             .map(|a| {
                 let id = a.id.to_string();
@@ -1338,7 +1338,7 @@ impl Loop {
         now: u64,
     ) -> StatusReport {
         let queues = view
-            .queues
+            .queues()
             .iter()
             .map(|q| QueueStatus {
                 path: q.path.clone(),
@@ -1351,7 +1351,7 @@ impl Loop {
             })
             .collect();
         let nodes = view
-            .nodes
+            .nodes()
             .iter()
             .map(|n| {
                 let agent = node_agent.get(n.id.as_str()).cloned();
@@ -1383,7 +1383,7 @@ impl Loop {
                 }
             })
             .collect();
-        let count = |s: ContainerState| view.containers.iter().filter(|c| c.state == s).count();
+        let count = |s: ContainerState| view.containers().iter().filter(|c| c.state == s).count();
         StatusReport {
             at_ms: now,
             policy: self.settings.policy.kind.to_string(),

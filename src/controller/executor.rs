@@ -768,7 +768,7 @@ fn capacity_goes_down(view: &ClusterView, a: &Action) -> bool {
     let ActionKind::SetNodeCapacity { node, advertised } = &a.kind else {
         return false;
     };
-    view.nodes
+    view.nodes()
         .iter()
         .find(|n| &n.id == node)
         .is_some_and(|n| !n.advertised.fits_in(advertised))
@@ -789,12 +789,12 @@ fn reached_or_gone(view: &ClusterView, a: &Action) -> bool {
     }
     match &a.kind {
         ActionKind::SetNodeCapacity { node, advertised } => view
-            .nodes
+            .nodes()
             .iter()
             .find(|n| &n.id == node)
             .is_none_or(|n| n.advertised == *advertised),
         ActionKind::SetNodePartition { node, partition } => view
-            .nodes
+            .nodes()
             .iter()
             .find(|n| &n.id == node)
             .is_none_or(|n| n.partition == *partition),

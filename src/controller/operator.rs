@@ -173,7 +173,7 @@ pub fn give_back(
         place: None,
     };
     let mut actions = Vec::new();
-    for node in view.nodes.iter().filter(|n| n.advertised != n.capacity) {
+    for node in view.nodes().iter().filter(|n| n.advertised != n.capacity) {
         let kind = ActionKind::SetNodeCapacity {
             node: node.id.clone(),
             advertised: node.capacity,
@@ -184,7 +184,7 @@ pub fn give_back(
             Before::Advertised(node.advertised),
         ));
     }
-    let mut held: Vec<ContainerIdx> = (0..view.containers.len())
+    let mut held: Vec<ContainerIdx> = (0..view.containers().len())
         .map(|i| ContainerIdx(i as u32))
         .filter(|&i| is_held(view.container(i).state))
         .collect();
@@ -193,7 +193,7 @@ pub fn give_back(
         let c = view.container(i);
         actions.push(resume(view, c, c.current, policy, reason));
     }
-    for node in view.nodes.iter() {
+    for node in view.nodes().iter() {
         if node.partition == Partition::Short && partitions.contains_key(&node.id) {
             let kind = ActionKind::SetNodePartition {
                 node: node.id.clone(),
@@ -228,13 +228,13 @@ mod tests {
 
     #[test]
     fn give_back_resumes_every_held_container_and_restores_every_node_and_takes_nothing() {
-        let mut v = view();
-        v.containers[0].state = ContainerState::Suspended;
-        v.containers[0].current = Limits::new(64, 10);
-        v.containers[2].state = ContainerState::Shrunk;
-        v.containers[2].current = Limits::new(512, 500);
-        v.nodes[1].advertised = Resource::new(9152, 8);
-        let v = ClusterView::new(v.queues, v.apps, v.nodes, v.containers).unwrap();
+        let (queues, apps, mut nodes, mut containers) = view().into_parts();
+        containers[0].state = ContainerState::Suspended;
+        containers[0].current = Limits::new(64, 10);
+        containers[2].state = ContainerState::Shrunk;
+        containers[2].current = Limits::new(512, 500);
+        nodes[1].advertised = Resource::new(9152, 8);
+        let v = ClusterView::new(queues, apps, nodes, containers).unwrap();
         let actions = give_back(&v, &BTreeMap::new(), PolicyKind::Immediate, "operator");
         let verbs: Vec<&str> = actions.iter().map(|a| a.kind.verb()).collect();
         assert_eq!(
@@ -256,7 +256,7 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(capacity, [(&v.nodes[1].id, Resource::new(8192, 8))]);
+        assert_eq!(capacity, [(&v.nodes()[1].id, Resource::new(8192, 8))]);
         for a in &actions {
             if let ActionKind::Resume { container, to } = a.kind {
                 let c = v.container(v.container_by_id(&container).unwrap());

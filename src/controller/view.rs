@@ -289,7 +289,7 @@ fn requests_of(a: &AppInfo) -> Vec<ResourceRequest> {
 /// waited for it (submission to the container's start, or to now when the RM gives no
 /// start time).
 pub fn first_containers(view: &ClusterView, now: Millis) -> Vec<(ApplicationId, Millis)> {
-    view.apps
+    view.apps()
         .iter()
         .filter(|a| a.class == JobClass::Short && !a.containers.is_empty())
         .map(|a| {
@@ -477,25 +477,25 @@ mod tests {
         };
         let obs = build(&snapshot(), &inputs, &mut memory).unwrap();
         let v = &obs.view;
-        assert_eq!(v.nodes.len(), 2, "the LOST node is left out");
-        assert_eq!(v.capacity, Resource::new(8192, 8));
-        assert_eq!(v.apps.len(), 2);
+        assert_eq!(v.nodes().len(), 2, "the LOST node is left out");
+        assert_eq!(v.capacity(), Resource::new(8192, 8));
+        assert_eq!(v.apps().len(), 2);
         assert_eq!(obs.skipped.len(), 1, "{:?}", obs.skipped);
         assert!(obs.skipped[0].contains("nosuchqueue"));
 
-        let long = &v.apps[0];
+        let long = &v.apps()[0];
         assert_eq!(long.class, JobClass::Long);
         assert_eq!(v.queue(long.queue).path, "root.long");
         assert_eq!(long.containers.len(), 3);
         assert!((long.progress - 0.5).abs() < 1e-9);
 
-        let short = &v.apps[1];
+        let short = &v.apps()[1];
         assert_eq!(short.class, JobClass::Short);
         assert_eq!(short.submitted_ms, 4_900, "the proxy's timestamp wins");
         assert_eq!(short.pending(), Resource::new(2048, 2), "ANY requests only");
         assert_eq!(short.pending_since_ms, Some(4_900));
 
-        let c = &v.containers[v
+        let c = &v.containers()[v
             .container_by_id(&suspended.parse().unwrap())
             .unwrap()
             .get()];
@@ -504,7 +504,7 @@ mod tests {
         assert_eq!(c.allocated, Resource::new(2048, 2));
         assert_eq!(c.attained_service_ms, 7_000);
         assert!(c.swapping);
-        let am = &v.containers[0];
+        let am = &v.containers()[0];
         assert!(am.is_am);
         assert_eq!(am.state, ContainerState::Running);
         assert_eq!(am.current, Limits::from(Resource::new(1024, 1)));
@@ -530,9 +530,9 @@ mod tests {
             vcores: 6,
         };
         let v = build(&raised, &inputs, &mut memory).unwrap().view;
-        assert_eq!(v.nodes[0].capacity, Resource::new(4096, 4));
-        assert_eq!(v.nodes[0].advertised, Resource::new(6144, 6));
-        assert_eq!(v.capacity, Resource::new(8192, 8));
+        assert_eq!(v.nodes()[0].capacity, Resource::new(4096, 4));
+        assert_eq!(v.nodes()[0].advertised, Resource::new(6144, 6));
+        assert_eq!(v.capacity(), Resource::new(8192, 8));
     }
 
     #[test]

@@ -10,10 +10,10 @@ use crate::resources::Limits;
 /// The view after `plan.actions` took effect. Actions on containers or nodes that are
 /// not in the view are skipped (they vanished). Killed containers stay, as `Killed`.
 pub fn apply(view: &ClusterView, plan: &Plan) -> Result<ClusterView, ViewError> {
-    let mut containers = view.containers.clone();
-    let mut nodes = view.nodes.clone();
+    let mut containers = view.containers().to_vec();
+    let mut nodes = view.nodes().to_vec();
     let node_index: HashMap<&NodeId, usize> = view
-        .nodes
+        .nodes()
         .iter()
         .enumerate()
         .map(|(i, n)| (&n.id, i))
@@ -60,5 +60,10 @@ pub fn apply(view: &ClusterView, plan: &Plan) -> Result<ClusterView, ViewError> 
             _ => {}
         }
     }
-    ClusterView::new(view.queues.clone(), view.apps.clone(), nodes, containers)
+    ClusterView::new(
+        view.queues().to_vec(),
+        view.apps().to_vec(),
+        nodes,
+        containers,
+    )
 }

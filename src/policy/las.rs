@@ -352,7 +352,7 @@ pub fn variance(values: impl Iterator<Item = u64>) -> f64 {
 
 /// Every node's load as the central scheduler wants it, from a view at `now`.
 pub fn node_loads(view: &ClusterView, s: &LasSettings, now: Millis) -> Vec<NodeLoad> {
-    view.nodes
+    view.nodes()
         .iter()
         .map(|node| {
             let live = || {

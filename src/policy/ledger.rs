@@ -119,8 +119,8 @@ struct NodeEntry {
 
 impl<'a> Ledger<'a> {
     pub fn new(view: &'a ClusterView, budget: Amount, mut node: NodeBuffers) -> Ledger<'a> {
-        let nq = view.queues.len();
-        let nn = view.nodes.len();
+        let nq = view.queues().len();
+        let nn = view.nodes().len();
         node.generation = node.generation.wrapping_add(1);
         if node.generation == 0 || node.entries.len() != nn {
             node.entries.clear();
@@ -137,17 +137,21 @@ impl<'a> Ledger<'a> {
         Ledger {
             nodes: view.node_facts(),
             parents: view
-                .queues
+                .queues()
                 .iter()
                 .map(|q| q.parent.map(|p| p.get()))
                 .collect(),
             guaranteed: view
-                .queues
+                .queues()
                 .iter()
                 .map(|q| Amount::from(q.guaranteed))
                 .collect(),
-            disabled: view.queues.iter().map(|q| q.preemption_disabled).collect(),
-            held: view.queues.iter().map(|q| Amount::from(q.used)).collect(),
+            disabled: view
+                .queues()
+                .iter()
+                .map(|q| q.preemption_disabled)
+                .collect(),
+            held: view.queues().iter().map(|q| Amount::from(q.used)).collect(),
             node,
             room,
             marked: Amount::ZERO,

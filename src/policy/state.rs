@@ -172,12 +172,12 @@ impl LasTimers {
     /// without a timer always gets.
     #[inline]
     fn align(&mut self, view: &ClusterView) {
-        // The length too: `nodes` is public, and a caller that edits it keeps the layout.
+        // The length too: it costs nothing, and timers laid out wrong would go unseen.
         let same = self
             .layout
             .as_ref()
             .is_some_and(|m| view.has_node_layout(m));
-        if !same || self.at.len() != view.nodes.len() {
+        if !same || self.at.len() != view.nodes().len() {
             self.lay_out(view);
         }
     }
@@ -185,8 +185,8 @@ impl LasTimers {
     #[cold]
     fn lay_out(&mut self, view: &ClusterView) {
         self.layout = Some(view.node_layout());
-        let same = self.ids.len() == view.nodes.len()
-            && self.ids.iter().zip(&view.nodes).all(|(id, n)| *id == n.id);
+        let same = self.ids.len() == view.nodes().len()
+            && self.ids.iter().zip(view.nodes()).all(|(id, n)| *id == n.id);
         if same {
             return;
         }
@@ -196,7 +196,7 @@ impl LasTimers {
             .zip(self.at.drain(..))
             .filter_map(|(id, t)| Some((id, t?)))
             .collect();
-        self.ids = view.nodes.iter().map(|n| n.id.clone()).collect();
+        self.ids = view.nodes().iter().map(|n| n.id.clone()).collect();
         self.at = self.ids.iter().map(|id| by_id.get(id).copied()).collect();
         self.by_time = (self.at.iter().enumerate())
             .filter_map(|(n, t)| Some(Reverse(((*t)?, n as u32))))
@@ -362,9 +362,9 @@ impl MemoStore {
                         ContainerMove::Removed(i) => self.removed(i),
                     }
                 }
-                // `containers` is public: a caller that pushed to it directly is
-                // caught here.
-                if self.slots.len() != view.containers.len() {
+                // The journal lists every move the patch API makes; the length is
+                // checked all the same, as memos laid out wrong would go unseen.
+                if self.slots.len() != view.containers().len() {
                     self.lay_out(view);
                 }
             }
@@ -415,7 +415,7 @@ impl MemoStore {
         } else {
             self.slots.clear();
         }
-        self.slots.resize(view.containers.len(), NO_MEMO);
+        self.slots.resize(view.containers().len(), NO_MEMO);
         self.index = IdMap::default();
         self.placed = true;
         let mut kept = 0;
@@ -482,7 +482,7 @@ impl MemoStore {
                 self.sweep = 0;
             }
             let e = &mut self.entries[self.sweep];
-            let hinted = (view.containers.get(e.at.get())).is_some_and(|c| c.id == e.id);
+            let hinted = (view.containers().get(e.at.get())).is_some_and(|c| c.id == e.id);
             let at = if hinted {
                 Some(e.at)
             } else {
@@ -508,13 +508,13 @@ impl MemoStore {
         assert_eq!(self.memos.len(), self.entries.len(), "a memo per entry");
         if self.placed {
             for (s, e) in self.entries.iter().enumerate() {
-                assert_eq!(view.containers[e.at.get()].id, e.id, "memo {s}'s place");
+                assert_eq!(view.containers()[e.at.get()].id, e.id, "memo {s}'s place");
                 assert_eq!(self.slots[e.at.get()], s as u32, "memo {s}'s slot");
             }
             let used = self.slots.iter().filter(|&&s| s != NO_MEMO).count();
             assert_eq!(used, self.entries.len(), "slots in use");
             for (id, at) in &self.marked {
-                assert_eq!(view.containers[at.get()].id, *id, "marked {id}'s place");
+                assert_eq!(view.containers()[at.get()].id, *id, "marked {id}'s place");
             }
         } else {
             assert_eq!(self.index.len(), self.entries.len(), "memos by id");
@@ -588,7 +588,7 @@ impl<'a> Memos<'a> {
             .marked
             .iter()
             .filter_map(|(id, &at)| {
-                let hinted = placed || view.containers.get(at.get()).is_some_and(|c| c.id == *id);
+                let hinted = placed || view.containers().get(at.get()).is_some_and(|c| c.id == *id);
                 if hinted {
                     Some(at)
                 } else {
@@ -660,13 +660,13 @@ mod tests {
             .containers(6, size)
             .build()
             .unwrap();
-        let ids: Vec<_> = view.containers.iter().map(|c| c.id).collect();
+        let ids: Vec<_> = view.containers().iter().map(|c| c.id).collect();
         // Memos for the containers numbered like the last one.
         let parity = ids[ids.len() - 1].id % 2;
         let mut store = MemoStore::default();
         let tick = |store: &mut MemoStore, view: &crate::cluster::ClusterView, at: u64| {
             let mut m = Memos::new(view, store);
-            for (i, c) in view.containers.iter().enumerate() {
+            for (i, c) in view.containers().iter().enumerate() {
                 if c.id.id % 2 == parity {
                     m.update(ContainerIdx(i as u32), c.id, |m| m.suspended(at));
                 }
@@ -675,7 +675,7 @@ mod tests {
         };
         let memo_of = |store: &mut MemoStore, view: &crate::cluster::ClusterView, n: u64| {
             let m = Memos::new(view, store);
-            let i = view.containers.iter().position(|c| c.id.id == n).unwrap();
+            let i = view.containers().iter().position(|c| c.id.id == n).unwrap();
             m.get(ContainerIdx(i as u32)).suspended_at
         };
         tick(&mut store, &view, 7);
@@ -684,7 +684,7 @@ mod tests {
         // Every container in the view has a memo exactly if numbered like the last
         // one, and the store holds no other.
         let all_found = |store: &mut MemoStore, view: &crate::cluster::ClusterView| {
-            let ids: Vec<_> = view.containers.iter().map(|c| c.id.id).collect();
+            let ids: Vec<_> = view.containers().iter().map(|c| c.id.id).collect();
             for n in &ids {
                 let want = (n % 2 == parity).then_some(7);
                 assert_eq!(memo_of(store, view, *n), want, "container {n}");
@@ -700,13 +700,13 @@ mod tests {
         view.remove_container(ContainerIdx(0)).unwrap();
         all_found(&mut store, &view);
         assert!(store.placed);
-        assert!(!view.containers.iter().any(|c| c.id == ids[1]));
+        assert!(!view.containers().iter().any(|c| c.id == ids[1]));
         // A view built anew, listing them otherwise: found by id again.
         let anew = crate::cluster::ClusterView::new(
-            view.queues.clone(),
-            view.apps.clone(),
-            view.nodes.clone(),
-            view.containers.iter().rev().cloned().collect(),
+            view.queues().to_vec(),
+            view.apps().to_vec(),
+            view.nodes().to_vec(),
+            view.containers().iter().rev().cloned().collect(),
         )
         .unwrap();
         assert_eq!(memo_of(&mut store, &anew, ids[ids.len() - 1].id), Some(7));

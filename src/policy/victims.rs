@@ -33,7 +33,7 @@ pub fn jobs_by_remaining_time(
     eligible: impl Fn(AppIdx, &App) -> bool,
 ) -> Vec<(AppIdx, f64)> {
     let mut jobs: Vec<(AppIdx, f64)> = view
-        .apps
+        .apps()
         .iter()
         .enumerate()
         .map(|(i, a)| (AppIdx(i as u32), a))
@@ -109,8 +109,8 @@ mod tests {
             .progress(0.25)
             .build()
             .unwrap();
-        assert_eq!(remaining_ms(&v.apps[0], 1000), 3000.0);
-        let mut a = v.apps[0].clone();
+        assert_eq!(remaining_ms(&v.apps()[0], 1000), 3000.0);
+        let mut a = v.apps()[0].clone();
         a.progress = 0.0;
         assert!(remaining_ms(&a, 1000).is_infinite());
         a.progress = f64::NAN;

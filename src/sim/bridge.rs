@@ -181,7 +181,7 @@ impl ViewBuilder {
         place: Option<ContainerIdx>,
     ) -> Option<u32> {
         place
-            .filter(|&i| view.containers.get(i.get()).is_some_and(|c| c.id == *id))
+            .filter(|&i| view.containers().get(i.get()).is_some_and(|c| c.id == *id))
             .or_else(|| view.container_by_id(id))
             .and_then(|i| self.slots.get(i.get()).copied())
     }
@@ -214,7 +214,7 @@ impl ViewBuilder {
             None => {
                 let v = self.start(core, leaves)?;
                 self.nodes_changed.clear();
-                self.nodes_changed.extend(0..v.nodes.len() as u32);
+                self.nodes_changed.extend(0..v.nodes().len() as u32);
                 v
             }
         };
@@ -272,7 +272,7 @@ impl ViewBuilder {
         for &n in &nodes_changed {
             let i = n as usize;
             let (Some(&adv), Some(v), Some(k)) =
-                (advertised.get(i), view.nodes.get(i), core.nodes.get(i))
+                (advertised.get(i), view.nodes().get(i), core.nodes.get(i))
             else {
                 continue;
             };
@@ -297,12 +297,12 @@ impl ViewBuilder {
         }
         // Backwards, so that an application moved into a removed one's index has been
         // seen already.
-        for a in (0..view.apps.len()).rev() {
+        for a in (0..view.apps().len()).rev() {
             let j = self.job_of[a];
             if self.queued_at[j as usize] == self.updates {
                 continue;
             }
-            if view.apps[a].containers.is_empty() {
+            if view.apps()[a].containers.is_empty() {
                 view.remove_app(AppIdx(a as u32))?;
                 self.job_of.swap_remove(a);
                 self.app_of[j as usize] = ABSENT;
@@ -609,9 +609,9 @@ fn same_cluster(a: &ClusterView, b: &ClusterView, now: Millis) -> bool {
             ids.sort_unstable();
             ids
         };
-        let mut out: Vec<String> = v.queues.iter().map(|q| format!("{q:?}")).collect();
+        let mut out: Vec<String> = v.queues().iter().map(|q| format!("{q:?}")).collect();
         let mut apps: Vec<String> = v
-            .apps
+            .apps()
             .iter()
             .map(|x| {
                 let y = App {
@@ -622,7 +622,7 @@ fn same_cluster(a: &ClusterView, b: &ClusterView, now: Millis) -> bool {
             })
             .collect();
         let mut nodes: Vec<String> = v
-            .nodes
+            .nodes()
             .iter()
             .map(|n| {
                 let m = Node {
@@ -633,7 +633,7 @@ fn same_cluster(a: &ClusterView, b: &ClusterView, now: Millis) -> bool {
             })
             .collect();
         let mut containers: Vec<String> = v
-            .containers
+            .containers()
             .iter()
             .map(|c| {
                 let d = Container {
@@ -654,7 +654,7 @@ fn same_cluster(a: &ClusterView, b: &ClusterView, now: Millis) -> bool {
         out.push(format!("{:?}", ids(v.below_allocation())));
         out
     };
-    let attained_agree = a.containers.iter().all(|c| {
+    let attained_agree = a.containers().iter().all(|c| {
         b.container_by_id(&c.id).is_some_and(|i| {
             let (x, y) = (
                 c.attained_service_at(now),
@@ -730,28 +730,36 @@ mod tests {
         let advertised = vec![Resource::new(4096, 3), Resource::new(2048, 2)];
         b.update(&mut core, &leaves, &advertised).unwrap();
         let v = b.view().unwrap();
-        assert_eq!(v.queues.len(), 3);
-        assert_eq!(v.queues[1].path, "root.short");
-        assert_eq!(v.queues[1].guaranteed, Resource::new(2048, 2));
-        assert_eq!(v.apps.len(), 2);
-        let short = &v.apps[0];
+        assert_eq!(v.queues().len(), 3);
+        assert_eq!(v.queues()[1].path, "root.short");
+        assert_eq!(v.queues()[1].guaranteed, Resource::new(2048, 2));
+        assert_eq!(v.apps().len(), 2);
+        let short = &v.apps()[0];
         assert_eq!(short.class, JobClass::Short);
         assert_eq!(short.requests[0].num_containers, 2);
         assert_eq!(short.pending_since_ms, Some(0));
         assert_eq!(
-            v.apps[1].queue,
+            v.apps()[1].queue,
             QueueIdx(2),
             "a long job out of the queues keeps its class' queue"
         );
-        assert_eq!(v.nodes[0].advertised, Resource::new(4096, 3));
-        let k0 = v.containers.iter().find(|k| k.node == NodeIdx(1)).unwrap();
+        assert_eq!(v.nodes()[0].advertised, Resource::new(4096, 3));
+        let k0 = v
+            .containers()
+            .iter()
+            .find(|k| k.node == NodeIdx(1))
+            .unwrap();
         assert_eq!(k0.started_ms, 2000);
         assert_eq!(k0.attained_service_at(2000), 0);
         assert_eq!(k0.attained_service_at(4000), 2000);
         assert_eq!(k0.attained_service_at(7000), 5000);
         assert_eq!(k0.state, ContainerState::Running);
         assert_eq!(k0.id.to_string(), "container_1700000000000_0001_01_000002");
-        let k1 = v.containers.iter().find(|k| k.node == NodeIdx(0)).unwrap();
+        let k1 = v
+            .containers()
+            .iter()
+            .find(|k| k.node == NodeIdx(0))
+            .unwrap();
         assert_eq!(k1.state, ContainerState::Suspended);
         assert_eq!(k1.current, Limits::MIN_FOOTPRINT);
         assert!(

@@ -504,9 +504,9 @@ fn build_view(
     let Ok(obs) = view::build(&snapshot, &inputs, &mut memory) else {
         return Ok(None);
     };
-    prop_assert!(obs.view.apps.len() <= snapshot.apps.len());
-    prop_assert!(obs.view.containers.len() <= snapshot.containers.len());
-    prop_assert!(obs.view.nodes.len() <= snapshot.nodes.len());
+    prop_assert!(obs.view.apps().len() <= snapshot.apps.len());
+    prop_assert!(obs.view.containers().len() <= snapshot.containers.len());
+    prop_assert!(obs.view.nodes().len() <= snapshot.nodes.len());
     Ok(Some(obs))
 }
 
@@ -580,9 +580,9 @@ fn the_edited_fixtures_build_a_view_with_apps_and_containers() {
     let obs = build_view(&docs, &queues)
         .expect("no failed check")
         .expect("a view");
-    assert_eq!(obs.view.apps.len(), 2, "{:?}", obs.skipped);
-    assert!(!obs.view.containers.is_empty(), "{:?}", obs.skipped);
-    assert!(!obs.view.nodes.is_empty());
+    assert_eq!(obs.view.apps().len(), 2, "{:?}", obs.skipped);
+    assert!(!obs.view.containers().is_empty(), "{:?}", obs.skipped);
+    assert!(!obs.view.nodes().is_empty());
 }
 
 /// Each documented response, written as the RM's XML, reads as the same DTO as its JSON.

@@ -1287,7 +1287,7 @@ mod tests {
             (Some(JobClass::Long), Some(PolicyKind::Las))
         );
         let view = ClusterView::new(qs, vec![], vec![], vec![]).unwrap();
-        assert_eq!(view.queues[0].children, vec![QueueIdx(1), QueueIdx(2)]);
+        assert_eq!(view.queues()[0].children, vec![QueueIdx(1), QueueIdx(2)]);
         assert_eq!(t.maximum(2, cluster), cluster);
         assert_eq!(t.guaranteed(99, cluster), Resource::ZERO);
     }

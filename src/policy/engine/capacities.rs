@@ -21,7 +21,7 @@ impl Tick<'_> {
         // Touched nodes come in the order first touched, thousands under LAS: only the
         // few that change are sorted into node order. Once every node advertises N+Q, a
         // node changes only if it has reclaimed room to advertise.
-        let all = 0..view.nodes.len();
+        let all = 0..view.nodes().len();
         let touched = self.ledger.touched_nodes().iter().map(|&n| n as usize);
         let advertising = self.ledger.advertising_nodes().iter().map(|&n| n as usize);
         let candidates: Box<dyn Iterator<Item = usize>> = if las_on && !admitted_everywhere() {
@@ -61,7 +61,7 @@ impl Tick<'_> {
             let facts = &view.node_facts()[n];
             let (capacity, before) = (facts.capacity, facts.advertised);
             let advertised = capacity + reclaimed + extra;
-            let node = &view.nodes[n];
+            let node = &view.nodes()[n];
             let reason = Reason::NodeCapacity {
                 physical: capacity,
                 reclaimed,
@@ -80,7 +80,7 @@ impl Tick<'_> {
             );
         }
         for (n, p) in partitions {
-            let node = &view.nodes[n];
+            let node = &view.nodes()[n];
             if node.partition == p {
                 continue;
             }
@@ -117,7 +117,7 @@ impl Tick<'_> {
             reason,
             application: None,
             queue: None,
-            node: Some(self.view.nodes[n].id.clone()),
+            node: Some(self.view.nodes()[n].id.clone()),
             for_queue: None,
             before,
             place: None,

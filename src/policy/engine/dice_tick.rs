@@ -21,14 +21,14 @@ pub(super) fn dice_samples(
     since: Option<Millis>,
 ) -> DiceScan {
     // Vcores allocated to live containers on all nodes.
-    let used_vcores: u64 = view.nodes.iter().map(|n| u64::from(n.used.vcores)).sum();
+    let used_vcores: u64 = view.nodes().iter().map(|n| u64::from(n.used.vcores)).sum();
     let mut scan = DiceScan {
         waits: Vec::new(),
         short_vcores: 0,
         all_vcores: 0,
     };
     let running = |c: &Container| c.is_live() && c.state == ContainerState::Running;
-    for app in view.apps.iter().filter(|a| a.class == JobClass::Short) {
+    for app in view.apps().iter().filter(|a| a.class == JobClass::Short) {
         for c in app.containers.iter().map(|&ci| view.container(ci)) {
             if running(c) {
                 scan.short_vcores += c.allocated.vcores as u64;
@@ -60,7 +60,7 @@ impl ShortUnits {
             anywhere: None,
             confined: None,
         };
-        for a in view.apps.iter().filter(|a| a.class == JobClass::Short) {
+        for a in view.apps().iter().filter(|a| a.class == JobClass::Short) {
             let unit = if view.queue(a.queue).confined_to == Some(Partition::Short) {
                 &mut units.confined
             } else {
@@ -92,7 +92,7 @@ impl Tick<'_> {
         let settings = self.s;
         let s = &settings.dice;
         if !st.short_seen {
-            st.short_seen = view.apps.iter().any(|a| a.class == JobClass::Short);
+            st.short_seen = view.apps().iter().any(|a| a.class == JobClass::Short);
         }
         for w in self.waiting {
             let ci = w.container;
@@ -129,7 +129,7 @@ impl Tick<'_> {
             return (None, None);
         }
         // Short tasks still waiting count with the time they have waited so far.
-        for a in view.apps.iter().filter(|a| a.class == JobClass::Short) {
+        for a in view.apps().iter().filter(|a| a.class == JobClass::Short) {
             if let Some(since) = a.pending_since_ms {
                 let n: u64 = a.requests.iter().map(|r| r.num_containers as u64).sum();
                 window.record_waits(self.now.saturating_sub(since), n);
@@ -148,13 +148,13 @@ impl Tick<'_> {
             &unfloored
         };
         let mut report =
-            dice::window_decision(window.mean_wait_ms(), share, view.nodes.len(), s_window);
+            dice::window_decision(window.mean_wait_ms(), share, view.nodes().len(), s_window);
         st.short_partition = Some(report.short_partition);
         st.window = Some(DiceWindow::new(self.now));
         let mut planned = None;
         if report.preemption_requests > 0 {
             let changes = self.plan_partitions(report.short_partition);
-            let mut converting = vec![false; view.nodes.len()];
+            let mut converting = vec![false; view.nodes().len()];
             for &(n, _) in &changes {
                 if let Some(c) = converting.get_mut(n) {
                     *c = true;
@@ -162,7 +162,7 @@ impl Tick<'_> {
             }
             // General once this window's changes are made.
             let general =
-                |n: usize| (view.nodes[n].partition == Partition::General) != converting[n];
+                |n: usize| (view.nodes()[n].partition == Partition::General) != converting[n];
             let units = ShortUnits::of(view);
             // The paper's requests go to general nodes, where its short tasks may run
             // too. A short queue confined to the short partition (YARN's exclusive
@@ -171,7 +171,7 @@ impl Tick<'_> {
             // non-labeled jobs on labeled nodes" (Dice, section 7).
             let general_ok = units.confined.is_none() || units.anywhere.is_some();
             let short_ok = units.confined.is_some();
-            let candidates: Vec<u32> = (0..view.nodes.len())
+            let candidates: Vec<u32> = (0..view.nodes().len())
                 .filter(|&n| if general(n) { general_ok } else { short_ok })
                 .map(|n| n as u32)
                 .collect();
@@ -219,7 +219,7 @@ impl Tick<'_> {
         let view = self.view;
         let settings = self.s;
         let s = &settings.dice;
-        let node = &view.nodes[n];
+        let node = &view.nodes()[n];
         let long = |c: &Container| c.is_live() && view.app(c.app).class == JobClass::Long;
         // One pass over the node's containers: they lie scattered in the view.
         // The candidate: non-AM before AM, then newest first; the first such in list
@@ -319,7 +319,7 @@ impl Tick<'_> {
                 .map(|&n| (n.get(), Partition::General))
                 .collect();
         }
-        let nodes = self.view.nodes.len();
+        let nodes = self.view.nodes().len();
         // Before the first window closes: MinShort when configured, else the floor. The
         // floor keeps short work from being stranded outside an empty partition, so it
         // waits for short work: a node converted then is the least loaded of a busy
@@ -344,7 +344,7 @@ impl Tick<'_> {
     /// until `target` nodes are short. Running containers are never touched.
     pub(super) fn plan_partitions(&self, target: usize) -> Vec<(usize, Partition)> {
         let ledger = &self.ledger;
-        let nodes = &self.view.nodes;
+        let nodes = self.view.nodes();
         let short = nodes
             .iter()
             .filter(|n| n.partition == Partition::Short)

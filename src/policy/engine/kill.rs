@@ -94,7 +94,7 @@ impl Tick<'_> {
                 continue;
             }
             if frozen.is_empty() {
-                frozen.resize(view.queues.len(), Amount::ZERO);
+                frozen.resize(view.queues().len(), Amount::ZERO);
             }
             frozen[q] += amount;
             // The CPU it frees must not resume it within the same interval.

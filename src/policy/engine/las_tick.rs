@@ -68,15 +68,15 @@ impl LasIndex {
         now: Millis,
         buffers: &mut NodeBuffers,
     ) {
-        let nn = view.nodes.len();
+        let nn = view.nodes().len();
         let same = self.synced.as_ref().is_some_and(|k| {
             let common = k.app_policies.len().min(policy.len());
             self.nodes.len() == nn
                 && buffers.bases() == nn
-                && self.queues.len() == view.queues.len()
+                && self.queues.len() == view.queues().len()
                 && k.settings == *s
                 && view
-                    .queues
+                    .queues()
                     .iter()
                     .map(|q| q.policy)
                     .eq(k.queue_policies.iter().copied())
@@ -112,7 +112,7 @@ impl LasIndex {
                 self.synced = Some(LasSynced {
                     mark,
                     settings: s.clone(),
-                    queue_policies: view.queues.iter().map(|q| q.policy).collect(),
+                    queue_policies: view.queues().iter().map(|q| q.policy).collect(),
                     app_policies: policy.to_vec(),
                 })
             }
@@ -129,7 +129,7 @@ impl LasIndex {
         policy: &[PolicyKind],
         buffers: &mut NodeBuffers,
     ) {
-        let nn = view.nodes.len();
+        let nn = view.nodes().len();
         // The nodes filled before: their bases are cleared below unless filled again.
         let before = std::mem::take(&mut self.filled);
         if self.nodes.len() == nn && buffers.bases() == nn {
@@ -144,7 +144,7 @@ impl LasIndex {
             buffers.clear_bases(nn);
         }
         self.queues.clear();
-        self.queues.resize(view.queues.len(), Amount::ZERO);
+        self.queues.resize(view.queues().len(), Amount::ZERO);
         self.others = 0;
         for w in view.below_allocation_facts() {
             let e = &mut self.nodes[w.node.get()];
@@ -201,7 +201,7 @@ impl LasIndex {
         e.fill(n as u32, filled);
         e.refreshed = tick;
         // Read from the dense list: most of a node's containers run, and are not read.
-        for &ci in &view.nodes[n].containers {
+        for &ci in &view.nodes()[n].containers {
             if let Some(w) = view.below_allocation_fact(ci) {
                 e.add(view, s, policy, w);
             }
@@ -249,7 +249,7 @@ impl LasWaiting {
         }
         let held = held_in(w.allocated, w.current, w.state, s.suspend.footprint);
         let reclaimed = Amount::from(w.allocated) - held;
-        let q = view.apps[a].queue.0;
+        let q = view.apps()[a].queue.0;
         self.smallest = if self.count == 0 {
             reclaimed
         } else {
@@ -311,7 +311,7 @@ impl Tick<'_> {
         // since the last tick, timer due, or qualifying then. On any other node nothing
         // the test reads has changed since it failed. As a bitmap, so that nodes go in
         // index order, as the round budget is spent.
-        let mut candidates = vec![0u64; self.view.nodes.len().div_ceil(64)];
+        let mut candidates = vec![0u64; self.view.nodes().len().div_ceil(64)];
         for &n in self.ledger.touched_nodes().iter().chain(&index.look) {
             if let Some(w) = candidates.get_mut(n as usize / 64) {
                 *w |= 1 << (n % 64);

@@ -102,11 +102,11 @@ pub(crate) struct TickBuffers {
 
 /// Lays `names` out as the view's queue paths, allocating only when they differ.
 fn refresh_queue_names(names: &mut Vec<Arc<str>>, view: &ClusterView) {
-    let same = names.len() == view.queues.len()
-        && names.iter().zip(&view.queues).all(|(n, q)| **n == *q.path);
+    let same = names.len() == view.queues().len()
+        && names.iter().zip(view.queues()).all(|(n, q)| **n == *q.path);
     if !same {
         *names = view
-            .queues
+            .queues()
             .iter()
             .map(|q| Arc::from(q.path.as_str()))
             .collect();
@@ -235,16 +235,16 @@ impl<'a> Tick<'a> {
         las_checks: &'a mut LasTimers,
         buffers: TickBuffers,
     ) -> Self {
-        let total = Amount::from(view.capacity);
-        let policy: Vec<PolicyKind> = view.apps.iter().map(|a| app_policy(view, a, s)).collect();
+        let total = Amount::from(view.capacity());
+        let policy: Vec<PolicyKind> = view.apps().iter().map(|a| app_policy(view, a, s)).collect();
         let on = s.kind != PolicyKind::None;
         let any = |p: PolicyKind| {
             on && (s.kind == p
                 || policy.contains(&p)
-                || view.queues.iter().any(|q| q.policy == Some(p)))
+                || view.queues().iter().any(|q| q.policy == Some(p)))
         };
         let (las_active, dice_active) = (any(PolicyKind::Las), any(PolicyKind::Dice));
-        let nn = view.nodes.len();
+        let nn = view.nodes().len();
         let budget = total.scale(capacity::finite_or(s.total_preemption_per_round, 0.0));
         let TickBuffers {
             ledger: mut node_buffers,
@@ -268,7 +268,7 @@ impl<'a> Tick<'a> {
         // bases; the others' room is advertised.
         let mut from_queue = match &las {
             Some(l) => l.queues.clone(),
-            None => vec![Amount::ZERO; view.queues.len()],
+            None => vec![Amount::ZERO; view.queues().len()],
         };
         if las.as_ref().is_none_or(|l| l.others > 0) {
             for w in waiting {
@@ -279,7 +279,7 @@ impl<'a> Tick<'a> {
                 let held = held_in(w.allocated, w.current, w.state, s.suspend.footprint);
                 let reclaimed = Amount::from(w.allocated) - held;
                 ledger.reduced_before(n, reclaimed, true);
-                from_queue[view.apps[a].queue.get()] += reclaimed;
+                from_queue[view.apps()[a].queue.get()] += reclaimed;
             }
         }
         for (q, amount) in from_queue.into_iter().enumerate() {
@@ -289,7 +289,7 @@ impl<'a> Tick<'a> {
         }
         // A marked container still runs, but its queue no longer counts on it.
         let marked = memos.marked();
-        let mut marked_set = Acted::new(view.containers.len());
+        let mut marked_set = Acted::new(view.containers().len());
         for &ci in &marked {
             let c = view.container(ci);
             ledger.take_from_queue(view.app(c.app).queue.get(), held_of(c, s.suspend.footprint));
@@ -308,7 +308,7 @@ impl<'a> Tick<'a> {
             waiting,
             marked,
             marked_set,
-            acted: Acted::new(view.containers.len()),
+            acted: Acted::new(view.containers().len()),
             las_checks,
             las_active,
             dice_active,
@@ -453,7 +453,7 @@ impl<'a> Tick<'a> {
     fn finish(self, loads: &[QueueLoad], acc: &Accounting, dice: Option<DiceReport>) -> Plan {
         let view = self.view;
         let queues = view
-            .queues
+            .queues()
             .iter()
             .enumerate()
             .map(|(i, q)| QueueAccount {

@@ -103,7 +103,7 @@ impl Tick<'_> {
     pub(super) fn queue_loads(&self) -> Vec<QueueLoad> {
         let s = self.s;
         self.view
-            .queues
+            .queues()
             .iter()
             .enumerate()
             .map(|(i, q)| QueueLoad {
@@ -151,7 +151,7 @@ impl Tick<'_> {
         let s = self.s;
         // Only room that is free now; room marked kills will free is the starved's.
         let mut spare = self.ledger.nodes_room() - Amount::sum(acc.starved.iter().copied());
-        let mut room: Vec<Amount> = (0..view.queues.len())
+        let mut room: Vec<Amount> = (0..view.queues().len())
             .map(|q| acc.ideal[q] - self.ledger.held[q])
             .collect();
         // Only queues under their ideal share get anything back.
@@ -191,7 +191,7 @@ impl Tick<'_> {
                 view.container(ci).id,
             )
         });
-        let mut unmarked = Acted::new(view.containers.len());
+        let mut unmarked = Acted::new(view.containers().len());
         let mut any_unmarked = false;
         for ci in marks {
             let c = view.container(ci);

@@ -30,7 +30,7 @@ fn carry_out(v: &mut ClusterView, plan: &Plan, now: Millis) {
     for a in &plan.actions {
         let by_id = |v: &ClusterView, id: &ContainerId| v.container_by_id(id);
         let node_of = |v: &ClusterView, id: &crate::cluster::NodeId| {
-            v.nodes
+            v.nodes()
                 .iter()
                 .position(|n| n.id == *id)
                 .map(|n| NodeIdx(n as u32))
@@ -64,12 +64,12 @@ fn carry_out(v: &mut ClusterView, plan: &Plan, now: Millis) {
             }
             ActionKind::SetNodeCapacity { node, advertised } => {
                 let n = node_of(v, node).expect("acts on a listed node");
-                let partition = v.nodes[n.get()].partition;
+                let partition = v.nodes()[n.get()].partition;
                 v.set_node(n, *advertised, partition).unwrap();
             }
             ActionKind::SetNodePartition { node, partition } => {
                 let n = node_of(v, node).expect("acts on a listed node");
-                let advertised = v.nodes[n.get()].advertised;
+                let advertised = v.nodes()[n.get()].advertised;
                 v.set_node(n, advertised, *partition).unwrap();
             }
         }
@@ -132,8 +132,8 @@ fn las_on_a_view_changed_in_place_decides_as_on_a_copy() {
         for _ in 0..walk.next(3) {
             match walk.next(5) {
                 0 | 1 => {
-                    let a = walk.next(v.apps.len() as u64) as usize;
-                    let app = &v.apps[a];
+                    let a = walk.next(v.apps().len() as u64) as usize;
+                    let app = &v.apps()[a];
                     let Some(&like) = app.containers.first() else {
                         continue;
                     };
@@ -150,15 +150,15 @@ fn las_on_a_view_changed_in_place_decides_as_on_a_copy() {
                     c.attained_rate = c_rate(&c);
                     v.add_container(c).unwrap();
                 }
-                2 if v.containers.len() > 8 => {
+                2 if v.containers().len() > 8 => {
                     // A task finishes (possibly while suspended: its job was killed).
-                    let ci = ContainerIdx(walk.next(v.containers.len() as u64) as u32);
+                    let ci = ContainerIdx(walk.next(v.containers().len() as u64) as u32);
                     v.remove_container(ci).unwrap();
                 }
                 3 => {
                     // An application moves queue, here and there into another policy.
-                    let a = walk.next(v.apps.len() as u64) as u32;
-                    let app = &v.apps[a as usize];
+                    let a = walk.next(v.apps().len() as u64) as u32;
+                    let app = &v.apps()[a as usize];
                     let (progress, requests) = (app.progress, app.requests.clone());
                     let q = QueueIdx(1 + walk.next(3) as u32);
                     v.set_app_demand(crate::cluster::AppIdx(a), q, progress, &requests, None)
@@ -166,7 +166,7 @@ fn las_on_a_view_changed_in_place_decides_as_on_a_copy() {
                 }
                 _ => {
                     // The agent lowered or restored a container on its own.
-                    let ci = ContainerIdx(walk.next(v.containers.len() as u64) as u32);
+                    let ci = ContainerIdx(walk.next(v.containers().len() as u64) as u32);
                     let c = v.container(ci);
                     if c.is_live() {
                         let (limits, state) = if c.state == ContainerState::Running {

@@ -302,9 +302,9 @@ fn queue_held(
     marked: &HashSet<ContainerId>,
     s: &PolicySettings,
 ) -> Vec<Amount> {
-    let mut h = vec![Amount::ZERO; view.queues.len()];
+    let mut h = vec![Amount::ZERO; view.queues().len()];
     for c in view
-        .containers
+        .containers()
         .iter()
         .filter(|c| c.is_live() && !marked.contains(&c.id))
     {
@@ -323,7 +323,7 @@ fn subtree_contains(view: &ClusterView, root: usize, q: usize) -> bool {
         if i == root {
             return true;
         }
-        cur = view.queues[i].parent.map(|p| p.get());
+        cur = view.queues()[i].parent.map(|p| p.get());
     }
     false
 }
@@ -417,18 +417,18 @@ fn check_plan(
     );
     let marked: HashSet<ContainerId> = plan.pending_kills.iter().map(|k| k.container).collect();
     let held_after = queue_held(&after, &marked, s);
-    for (q, queue) in view.queues.iter().enumerate() {
+    for (q, queue) in view.queues().iter().enumerate() {
         let (mut external, mut internal) = (Amount::ZERO, Amount::ZERO);
         for &(app, amount, to) in &takes {
-            let leaf = view.apps[app].queue.get();
+            let leaf = view.apps()[app].queue.get();
             if !subtree_contains(view, q, leaf) {
                 continue;
             }
             prop_assert!(
-                !view.queues[leaf].preemption_disabled,
+                !view.queues()[leaf].preemption_disabled,
                 "took {} from preemption-disabled {}",
                 amount,
-                view.queues[leaf].path
+                view.queues()[leaf].path
             );
             match to {
                 Some(b) if subtree_contains(view, q, b) => internal += amount,
@@ -641,7 +641,7 @@ mod properties {
             );
             prop_assert!(
                 released
-                    .nodes
+                    .nodes()
                     .iter()
                     .all(|n| n.advertised == n.capacity && n.partition == Partition::General)
             );
@@ -649,7 +649,7 @@ mod properties {
             // Demand falls and tasks finish as they attain their work: every container
             // that is suspended now runs again at some point.
             let work: std::collections::HashMap<ContainerId, u64> = view0
-                .containers
+                .containers()
                 .iter()
                 .zip(&work0)
                 .map(|(c, w)| (c.id, *w))

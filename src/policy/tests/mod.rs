@@ -30,11 +30,16 @@ fn rebuild(
     view: &ClusterView,
     f: impl FnOnce(&mut Vec<crate::cluster::App>, &mut Vec<Container>),
 ) -> ClusterView {
-    let mut apps = view.apps.clone();
-    let mut containers = view.containers.clone();
+    let mut apps = view.apps().to_vec();
+    let mut containers = view.containers().to_vec();
     f(&mut apps, &mut containers);
-    ClusterView::new(view.queues.clone(), apps, view.nodes.clone(), containers)
-        .expect("consistent view")
+    ClusterView::new(
+        view.queues().to_vec(),
+        apps,
+        view.nodes().to_vec(),
+        containers,
+    )
+    .expect("consistent view")
 }
 
 /// Running containers gain `dt` of CPU time.
@@ -62,7 +67,7 @@ fn demand_falls(view: &ClusterView) -> ClusterView {
 }
 
 fn not_running(view: &ClusterView) -> Vec<&Container> {
-    view.containers
+    view.containers()
         .iter()
         .filter(|c| c.is_live() && c.state != ContainerState::Running)
         .collect()

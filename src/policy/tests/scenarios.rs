@@ -76,7 +76,7 @@ fn bigc_short_job_gets_exactly_its_request_not_the_long_queues_overcapacity() {
     }
     // The freed room is advertised on the two nodes where it was freed.
     let raised: Vec<Resource> = after
-        .nodes
+        .nodes()
         .iter()
         .filter(|n| n.advertised != n.capacity)
         .map(|n| n.advertised)
@@ -227,7 +227,7 @@ fn victim_order_does_not_depend_on_how_containers_are_listed() {
         assert!(acted > 0, "{kind} took nothing");
         // The walk reached the ApplicationMasters too.
         let ams_taken = a
-            .containers
+            .containers()
             .iter()
             .filter(|c| c.is_am && c.state != ContainerState::Running)
             .count();
@@ -263,7 +263,7 @@ fn delayed_resumption_holds_a_container_until_its_dth_pick() {
         view = next;
     }
     assert!(not_running(&view).is_empty());
-    assert!(view.nodes.iter().all(|n| n.advertised == n.capacity));
+    assert!(view.nodes().iter().all(|n| n.advertised == n.capacity));
 }
 
 #[test]
@@ -299,7 +299,7 @@ fn kill_marks_then_kills_after_the_wait_unless_demand_goes_away() {
     assert_eq!(not_running(&after).len(), 0);
     assert!(
         !after
-            .containers
+            .containers()
             .iter()
             .find(|c| c.id.id == 21)
             .unwrap()
@@ -496,7 +496,7 @@ fn las_swaps_on_quantum_expiry_or_restarts_the_timer() {
     assert_eq!(
         plan.actions[0].kind,
         ActionKind::SetNodeCapacity {
-            node: view.nodes[0].id.clone(),
+            node: view.nodes()[0].id.clone(),
             advertised: Resource::new(40 * GB, 5)
         }
     );
@@ -707,7 +707,7 @@ fn dice_window_sizes_partition_and_sends_preemption_requests() {
         );
         assert_eq!(
             after
-                .nodes
+                .nodes()
                 .iter()
                 .filter(|n| n.partition == Partition::Short)
                 .count(),
@@ -810,7 +810,7 @@ fn dice_keeps_its_floor_node_for_when_short_work_comes() {
     let (plan, _) = tick(&view, &mut state, 2 * window + 1000);
     assert_eq!(
         partitions(&plan),
-        [(view.nodes[1].id.clone(), Partition::Short)]
+        [(view.nodes()[1].id.clone(), Partition::Short)]
     );
 }
 
@@ -891,7 +891,7 @@ fn switching_to_none_resumes_everything_and_restores_nodes() {
             not_running(&view)
         );
         assert!(
-            view.nodes
+            view.nodes()
                 .iter()
                 .all(|n| n.advertised == n.capacity && n.partition == Partition::General),
             "{kind}"
