@@ -139,8 +139,7 @@ impl LasTimers {
     pub fn set(&mut self, view: &ClusterView, n: usize, at: Option<Millis>) {
         self.align(view);
         // A LAS tick sets the timer of every node it steps, mostly to what it was: an
-        // entry still queued for the same time serves (the heap's pops were 3% of a
-        // simulation).
+        // entry still queued for the same time serves, and the heap stays small.
         let queued = |t: Millis| self.popped_through.is_none_or(|p| t > p);
         if self.at[n] == at && at.is_some_and(queued) {
             return;

@@ -475,8 +475,8 @@ impl<'w, M: Copy + std::fmt::Debug> Core<'w, M> {
     /// Drop the queue's stale container events (what the run loop would skip), then
     /// wait for it to double again. Each suspension leaves one behind that is never
     /// popped: the container's end at its throttled speed, far beyond the run. Left in,
-    /// they grew the queue all run long (its buckets reallocated and faulted in pages,
-    /// about 8% of a capacity+las run). What remains keeps its order.
+    /// they would grow the queue all run long (docs/simulator.md). What remains keeps
+    /// its order.
     fn compact_events(&mut self) {
         let slab = &self.slab;
         self.events.retain(|ev| !stale(slab, ev));
@@ -1132,7 +1132,7 @@ pub(crate) fn run<S: Scheduler>(
             core.compact_events();
         }
         // Popping the stale events left (a suspended container's far-off end, say)
-        // would change nothing but cost time: a third of a kairos run's queue moves.
+        // would change nothing but cost time.
         if core.all_done()
             && core.live_containers == 0
             && core.sched_queued == 0

@@ -176,10 +176,9 @@ impl Tick<'_> {
                 .map(|n| n as u32)
                 .collect();
             let mut chosen = dice::choose_nodes(rng, &candidates, report.preemption_requests);
-            // Visited in node order, from a random start so that a binding round budget
-            // favours no node numbers: in the sample's own order no visit finds the last
-            // one's pages mapped or cached, which made this pass grow faster than the
-            // cluster (docs/policies.md, "Cost of a decision").
+            // Visited in node order, so that a visit finds the last one's pages still
+            // mapped or cached (docs/policies.md, "Cost of a decision"), from a random
+            // start so that a binding round budget favours no node numbers.
             chosen.sort_unstable();
             if !chosen.is_empty() {
                 let start = rng.random_range(0..chosen.len());
@@ -249,9 +248,9 @@ impl Tick<'_> {
                 candidate = Some(ci);
             }
         }
-        // The suspension count is looked up for the best container only (a hash lookup
-        // per container was a third of the pass at 50,000 nodes); only if that one is
-        // used up does a second pass look for the best of the rest.
+        // The suspension count is looked up for the best container only, as the lookup
+        // costs more than the rest of the scan; only if that one is used up does a
+        // second pass look for the best of the rest.
         let used_up = |ci: ContainerIdx| self.memos.get(ci).dice_suspensions >= s.max_suspensions;
         if candidate.is_some_and(used_up) {
             candidate = None;
