@@ -560,8 +560,10 @@ fn process_names(pid: u32, id: ContainerId) -> bool {
     })
 }
 
-/// `root` and every process below it: its descendants, and the members of its session
-/// (the DefaultContainerExecutor starts the container with setsid).
+/// `root` and every live process below it: its descendants, and the members of its
+/// session (the DefaultContainerExecutor starts the container with setsid). A zombie is
+/// left out: it cannot be moved into a cgroup (the kernel takes the write and moves
+/// nothing), so counting it would fail every sweep until its parent reaps it.
 fn tree(root: u32) -> Vec<u32> {
     let Ok(all) = procfs::process::all_processes() else {
         return vec![root];
@@ -570,6 +572,9 @@ fn tree(root: u32) -> Vec<u32> {
     let mut out = BTreeSet::from([root]);
     for p in all.flatten() {
         let Ok(stat) = p.stat() else { continue };
+        if matches!(stat.state, 'Z' | 'X') {
+            continue;
+        }
         let (Ok(pid), Ok(ppid), Ok(sid)) = (
             u32::try_from(stat.pid),
             u32::try_from(stat.ppid),
@@ -591,4 +596,44 @@ fn tree(root: u32) -> Vec<u32> {
         }
     }
     out.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    use super::tree;
+
+    /// A child that exited and is not reaped yet is a zombie; a live one is counted.
+    #[test]
+    fn a_tree_counts_live_children_and_not_zombies() {
+        let me = std::process::id();
+        let mut live = Command::new("sleep")
+            .arg("30")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("sleep starts");
+        let mut done = Command::new("true")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("true starts");
+        let zombie = |pid: u32| {
+            procfs::process::Process::new(pid as i32)
+                .and_then(|p| p.stat())
+                .is_ok_and(|s| s.state == 'Z')
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !zombie(done.id()) {
+            assert!(Instant::now() < deadline, "`true` never exited");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let t = tree(me);
+        let (live_in, zombie_in) = (t.contains(&live.id()), t.contains(&done.id()));
+        live.kill().expect("kill sleep");
+        live.wait().expect("reap sleep");
+        done.wait().expect("reap true");
+        assert!(live_in, "a live child is in the tree");
+        assert!(!zombie_in, "a zombie is not");
+    }
 }

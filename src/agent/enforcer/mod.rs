@@ -1097,7 +1097,12 @@ impl Enforcer {
             }
             Some(insp) => {
                 let dirs = if insp.running {
-                    self.dirs_for(&insp).ok()
+                    // The status still answers; the log says why it has no readings.
+                    self.dirs_for(&insp)
+                        .inspect_err(|e| {
+                            tracing::warn!(container = %r.id, error = %e, "no cgroup readings for the status");
+                        })
+                        .ok()
                 } else {
                     None
                 };
