@@ -329,18 +329,6 @@ impl fmt::Display for Note {
     }
 }
 
-impl From<String> for Reason {
-    fn from(s: String) -> Reason {
-        Reason::Said(s)
-    }
-}
-
-impl From<&str> for Reason {
-    fn from(s: &str) -> Reason {
-        Reason::Said(s.to_string())
-    }
-}
-
 /// As the sentence the log prints.
 impl Serialize for Reason {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
