@@ -58,10 +58,10 @@ pub use amount::Amount;
 pub use apply::apply;
 pub use capacity::QueueAccount;
 pub use dice::DiceReport;
+pub use engine::PolicyState;
 pub(crate) use engine::held_at;
 pub use plan::{Action, ActionKind, Before, PendingKill, Plan};
 pub use reason::{DiceWindowWhy, Note, Reason, ReclaimWhy};
-pub use state::PolicyState;
 
 use crate::cluster::{ClusterView, Millis, PolicyKind};
 use crate::config::settings::PolicySettings;

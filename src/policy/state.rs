@@ -11,64 +11,11 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
-use rand::SeedableRng;
-use rand_pcg::Pcg64;
-
 use super::dice::DiceWindow;
-use super::engine::TickBuffers;
 use crate::cluster::{
     ClusterView, ContainerId, ContainerIdx, ContainerMove, IdMap, JournalMark, LineageMark, Millis,
     NodeId,
 };
-use crate::config::settings::PolicySettings;
-
-/// Everything a policy carries from one tick to the next. One per controller (or
-/// simulator run); see [`super::decide`].
-#[derive(Clone, Debug)]
-pub struct PolicyState {
-    pub(crate) settings: PolicySettings,
-    pub(crate) rng: Pcg64,
-    pub(crate) memos: MemoStore,
-    pub(crate) dice: DiceState,
-    /// LAS: per node, when it next needs a look even if nothing arrives or finishes
-    /// there (its earliest quantum expiry while a container waits).
-    pub(crate) las_checks: LasTimers,
-    /// The last tick's per-node arrays, reused by the next.
-    pub(crate) buffers: TickBuffers,
-}
-
-impl PolicyState {
-    pub fn new(settings: PolicySettings) -> Self {
-        PolicyState {
-            rng: Pcg64::seed_from_u64(settings.seed),
-            settings,
-            memos: MemoStore::default(),
-            dice: DiceState::default(),
-            las_checks: LasTimers::default(),
-            buffers: TickBuffers::default(),
-        }
-    }
-
-    pub fn settings(&self) -> &PolicySettings {
-        &self.settings
-    }
-
-    /// Replace the settings (SIGHUP). Suspended containers stay where they are; the next
-    /// decision applies the new policy to them, and `none` resumes them all. A new seed
-    /// restarts the random sequence.
-    pub fn set_settings(&mut self, s: PolicySettings) {
-        if s.seed != self.settings.seed {
-            self.rng = Pcg64::seed_from_u64(s.seed);
-        }
-        self.settings = s;
-    }
-
-    /// Containers the state currently remembers something about (including some that
-    /// left the view and are not dropped yet).
-    pub fn remembered_containers(&self) -> usize {
-        self.memos.len()
-    }
-}
 
 /// Per-container memory. `Default` means "nothing to remember".
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

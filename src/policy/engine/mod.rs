@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use rand::RngExt;
+use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 
 use super::amount::Amount;
@@ -22,7 +22,7 @@ use super::ledger::{Ledger, NodeBuffers, Room};
 use super::plan::{Action, ActionKind, Before, PendingKill, Plan};
 use super::reason::{DiceWindowWhy, Note, Reason, ReclaimWhy};
 use super::select::{app_policy, is_share_based};
-use super::state::{DiceState, LasTimers, Memo, Memos, PolicyState};
+use super::state::{DiceState, LasTimers, Memo, MemoStore, Memos};
 use super::victims::{jobs_by_remaining_time, newest_key, smallest_first};
 use crate::cluster::{
     AppIdx, BelowAllocation, ClusterView, Container, ContainerIdx, ContainerState, IdMap, JobClass,
@@ -85,6 +85,54 @@ pub(crate) fn run(view: &ClusterView, state: &mut PolicyState, now: Millis) -> P
         queue_names: std::mem::take(&mut t.queue_names),
     };
     t.finish(&loads, &acc, report)
+}
+
+/// Everything a policy carries from one tick to the next. One per controller (or
+/// simulator run); see [`super::decide`].
+#[derive(Clone, Debug)]
+pub struct PolicyState {
+    pub(crate) settings: PolicySettings,
+    pub(crate) rng: Pcg64,
+    pub(crate) memos: MemoStore,
+    pub(crate) dice: DiceState,
+    /// LAS: per node, when it next needs a look even if nothing arrives or finishes
+    /// there (its earliest quantum expiry while a container waits).
+    pub(crate) las_checks: LasTimers,
+    /// The last tick's per-node arrays, reused by the next.
+    pub(crate) buffers: TickBuffers,
+}
+
+impl PolicyState {
+    pub fn new(settings: PolicySettings) -> Self {
+        PolicyState {
+            rng: Pcg64::seed_from_u64(settings.seed),
+            settings,
+            memos: MemoStore::default(),
+            dice: DiceState::default(),
+            las_checks: LasTimers::default(),
+            buffers: TickBuffers::default(),
+        }
+    }
+
+    pub fn settings(&self) -> &PolicySettings {
+        &self.settings
+    }
+
+    /// Replace the settings (SIGHUP). Suspended containers stay where they are; the next
+    /// decision applies the new policy to them, and `none` resumes them all. A new seed
+    /// restarts the random sequence.
+    pub fn set_settings(&mut self, s: PolicySettings) {
+        if s.seed != self.settings.seed {
+            self.rng = Pcg64::seed_from_u64(s.seed);
+        }
+        self.settings = s;
+    }
+
+    /// Containers the state currently remembers something about (including some that
+    /// left the view and are not dropped yet).
+    pub fn remembered_containers(&self) -> usize {
+        self.memos.len()
+    }
 }
 
 /// Per-node arrays a tick fills, what LAS knows of its waiting containers and the
