@@ -126,7 +126,7 @@ pub enum Note {
 
 /// Milliseconds shown as whole seconds ("12 s"), rounded half to even as `{:.0}`
 /// rounds, in integers: LAS names attained service in every move's reason.
-pub(crate) struct Secs(pub u64);
+struct Secs(u64);
 
 impl fmt::Display for Secs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
