@@ -16,7 +16,7 @@
 //!     .pending(2, Resource::new(4096, 2))
 //!     .build()
 //!     .unwrap();
-//! assert_eq!(view.containers.len(), 16);
+//! assert_eq!(view.containers().len(), 16);
 //! ```
 //!
 //! Queue capacities are percentages of the parent, as in capacity-scheduler.xml. Nodes
