@@ -57,6 +57,22 @@ Commands:
                             in 20000-32000); every port is checked to be free
       --timeout S           seconds to wait for the ResourceManager and the
                             NodeManagers (default 180)
+    Secure web endpoints (RPC stays simple: hadoop.security.authentication=simple):
+      --spnego-principal P  the RM's and NMs' web apps (REST API and UI) authenticate
+      --spnego-keytab FILE  callers with Kerberos SPNEGO (HTTP 'Negotiate'; cookie
+      --krb5-conf FILE      hadoop.auth afterwards), as principal P (HTTP/localhost@REALM)
+                            with its key from FILE; every JVM gets
+                            -Djava.security.krb5.conf. All three go together (see
+                            deploy/kdc/kdc.sh for a KDC). The printed URLs then use the
+                            host localhost, so that a client asks for HTTP/localhost.
+                            The script itself authenticates as P (kinit -kt into
+                            WORK/krb5cc; needs kinit and a curl with SPNEGO).
+      --https               yarn.http.policy=HTTPS_ONLY: the RM's and NMs' web apps
+                            serve HTTPS on the same ports, with a certificate for
+                            localhost and 127.0.0.1 signed by a throwaway CA made in
+                            WORK/ssl (needs openssl and keytool); URLs use
+                            https://localhost, and 'up' also prints
+                              HADOOP_CA_FILE=WORK/ssl/ca.pem  (curl --cacert)
   down [--timeout S]  stop every process of the cluster: the daemons 'up' started, the
                       containers the NodeManagers launched and the hadoop/yarn/mapred
                       commands still running against it (SIGTERM to each process and
@@ -79,6 +95,14 @@ Work dir: --work-dir DIR (before the command, or right after it), else
 different work dirs run side by side. Layout: WORK/cluster.env (ports, pids), WORK/conf
 (client and RM configuration), WORK/logs/{rm,nm-I}.log, WORK/nm-I/ (each NodeManager's
 configuration, local dirs and container logs), WORK/lib (links to the jars in ~/.m2).
+
+Secure example (a KDC of deploy/kdc/kdc.sh; curl checks the certificate and does SPNEGO):
+  eval "\$(deploy/kdc/kdc.sh --work-dir /tmp/k up)" && export KRB5_CONFIG
+  ktab=\$(deploy/kdc/kdc.sh --work-dir /tmp/k principal HTTP/localhost)
+  eval "\$(deploy/hadoop/cluster.sh up --https --spnego-principal \\
+      HTTP/localhost@\$KRB5_REALM --spnego-keytab \$ktab --krb5-conf \$KRB5_CONFIG)"
+  kinit -kt "\$(deploy/kdc/kdc.sh --work-dir /tmp/k principal preemptor)" preemptor
+  curl --negotiate -u : --cacert "\$HADOOP_CA_FILE" "\$RM_WEBAPP/ws/v1/cluster/info"
 
 Environment: JAVA_HOME (else the java on PATH), MVN (default mvn), HADOOP_CLIENT_OPTS
 (extra JVM options of hadoop/yarn/mapred), HADOOP_CLASSPATH (appended to their
@@ -138,6 +162,7 @@ java_base_opts() {
     printf -- '--add-opens=java.base/%s=ALL-UNNAMED\n' "$p"
   done
   printf -- '-Djava.net.preferIPv4Stack=true\n'
+  [[ -n "$KRB5_CONF" ]] && printf -- '-Djava.security.krb5.conf=%s\n' "$KRB5_CONF"
   # C1 only: quicker start-up and less JIT work on a small machine.
   printf -- '-XX:TieredStopAtLevel=1\n'
 }
@@ -323,10 +348,95 @@ write_mapred_site() {
   conf_file "$WORK/conf/mapred-site.xml" "${MAPRED[@]}"
 }
 
+# A random secret, hex.
+random_hex() { head -c "$1" /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+
+# WORK/ssl: a throwaway CA (ca.pem) and a server certificate for localhost and 127.0.0.1
+# signed by it, as the PKCS12 keystore the web apps serve (server.p12) and a PKCS12
+# truststore with the CA (truststore.p12) for Hadoop's own HTTPS clients. Files with
+# private keys (and the passwords' files) are mode 600.
+make_certs() {
+  local ssl="$WORK/ssl" keytool="$JAVA_HOME/bin/keytool"
+  command -v openssl >/dev/null || die "--https needs openssl"
+  [[ -x "$keytool" ]] || keytool=$(command -v keytool) || die "--https needs keytool (JDK)"
+  rm -rf "$ssl"
+  mkdir -p "$ssl"
+  chmod 700 "$ssl"
+  SSL_PASSWORD=$(random_hex 16)
+  local out="$WORK/logs/ssl.log"
+  if ! (
+    set -e
+    umask 077
+    cd "$ssl"
+    openssl req -x509 -new -newkey rsa:2048 -nodes -sha256 -days 365 \
+      -keyout ca.key -out ca.pem -subj "/CN=Preemptor test CA $(random_hex 4)" \
+      -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign
+    openssl req -new -newkey rsa:2048 -nodes -sha256 -keyout server.key -out server.csr \
+      -subj /CN=localhost
+    printf '%s\n' 'subjectAltName=DNS:localhost,IP:127.0.0.1' 'basicConstraints=CA:FALSE' \
+      'keyUsage=critical,digitalSignature,keyEncipherment' 'extendedKeyUsage=serverAuth' \
+      >server.ext
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -set_serial "0x$(random_hex 8)" \
+      -days 365 -sha256 -extfile server.ext -out server.pem
+    openssl pkcs12 -export -in server.pem -inkey server.key -certfile ca.pem -name server \
+      -out server.p12 -passout "pass:$SSL_PASSWORD"
+    "$keytool" -importcert -noprompt -alias ca -file ca.pem -keystore truststore.p12 \
+      -storetype PKCS12 -storepass "$SSL_PASSWORD"
+    chmod 644 ca.pem server.pem truststore.p12
+    rm -f server.csr server.ext
+  ) >"$out" 2>&1; then
+    cat "$out" >&2
+    die "could not make the certificates in $ssl (log: $out)"
+  fi
+  chmod 755 "$ssl"
+  CA_FILE="$ssl/ca.pem"
+}
+
+# The configuration of --https and --spnego-*: WORK/conf/ssl-server.xml and
+# ssl-client.xml, and the properties in CORE_SECURE (core-site.xml of every daemon and
+# client) and YARN_SECURE (yarn-site.xml).
+write_secure_confs() {
+  local conf="$WORK/conf"
+  CORE_SECURE=() YARN_SECURE=()
+  if [[ "$HTTPS" == 1 ]]; then
+    make_certs
+    YARN_SECURE+=(
+      yarn.http.policy HTTPS_ONLY
+      yarn.resourcemanager.webapp.https.address "127.0.0.1:$RM_WEBAPP_PORT"
+    )
+    (
+      umask 077
+      conf_file "$conf/ssl-server.xml" \
+        ssl.server.keystore.location "$WORK/ssl/server.p12" \
+        ssl.server.keystore.type pkcs12 \
+        ssl.server.keystore.password "$SSL_PASSWORD" \
+        ssl.server.keystore.keypassword "$SSL_PASSWORD"
+    )
+    conf_file "$conf/ssl-client.xml" \
+      ssl.client.truststore.location "$WORK/ssl/truststore.p12" \
+      ssl.client.truststore.type pkcs12 \
+      ssl.client.truststore.password "$SSL_PASSWORD"
+  fi
+  if [[ -n "$SPNEGO_PRINCIPAL" ]]; then
+    (umask 077 && random_hex 32 >"$conf/http-auth-signature-secret")
+    # With hadoop.security.authentication=simple the RM keeps this initializer as it is
+    # (RMWebAppUtil replaces it by the RM's own only in secure mode) and the NM uses it
+    # too, so both web apps get Hadoop's AuthenticationFilter with the Kerberos handler.
+    CORE_SECURE+=(
+      hadoop.http.filter.initializers org.apache.hadoop.security.AuthenticationFilterInitializer
+      hadoop.http.authentication.type kerberos
+      hadoop.http.authentication.kerberos.principal "$SPNEGO_PRINCIPAL"
+      hadoop.http.authentication.kerberos.keytab "$SPNEGO_KEYTAB"
+      hadoop.http.authentication.signature.secret.file "$conf/http-auth-signature-secret"
+    )
+  fi
+}
+
 write_confs() {
   local conf="$WORK/conf" lib="$WORK/lib"
   mkdir -p "$conf"
   cp "$CONF_DIR/capacity-scheduler.xml" "$conf/capacity-scheduler.xml"
+  write_secure_confs
 
   cat >"$conf/log4j.properties" <<'EOF'
 # Generated by deploy/hadoop/cluster.sh. Daemons log to ${hadoop.log.dir}/${hadoop.log.file}
@@ -359,7 +469,8 @@ EOF
     fs.defaultFS file:/// \
     fs.file.impl.disable.cache true \
     hadoop.tmp.dir "$WORK/tmp" \
-    hadoop.security.authentication simple
+    hadoop.security.authentication simple \
+    ${CORE_SECURE[@]+"${CORE_SECURE[@]}"}
 
   write_mapred_site
 
@@ -399,6 +510,7 @@ EOF
     yarn.nodemanager.recovery.enabled false
     yarn.nodemanager.disk-health-checker.max-disk-utilization-per-disk-percentage 99.0
     yarn.log-aggregation-enable false
+    ${YARN_SECURE[@]+"${YARN_SECURE[@]}"}
   )
   local kv
   for kv in ${SETTINGS[@]+"${SETTINGS[@]}"}; do
@@ -410,8 +522,12 @@ EOF
 # Each NodeManager: its own conf dir, with its ports and directories.
 write_nm_confs() {
   local conf="$WORK/conf" i nm
+  local -a nm_https
   for ((i = 1; i <= NODES; i++)); do
     nm="$WORK/nm-$i"
+    nm_https=()
+    # HTTPS_ONLY: the web app port serves HTTPS (the HTTP address is not bound).
+    [[ "$HTTPS" == 1 ]] && nm_https=(yarn.nodemanager.webapp.https.address "127.0.0.1:$(nm_port "$i" 1)")
     mkdir -p "$nm/conf" "$nm/local" "$nm/logs" "$nm/tmp" "$nm/recovery"
     cp "$conf/log4j.properties" "$nm/conf/"
     # The shuffle port goes in mapred-site.xml: the ShuffleHandler's configuration loads
@@ -421,7 +537,9 @@ write_nm_confs() {
     conf_file "$nm/conf/core-site.xml" \
       fs.defaultFS file:/// \
       hadoop.tmp.dir "$nm/tmp" \
-      hadoop.security.authentication simple
+      hadoop.security.authentication simple \
+      ${CORE_SECURE[@]+"${CORE_SECURE[@]}"}
+    [[ "$HTTPS" == 1 ]] && cp -p "$conf/ssl-server.xml" "$nm/conf/"
     conf_file "$nm/conf/yarn-site.xml" "${YARN_COMMON[@]}" \
       yarn.nodemanager.hostname 127.0.0.1 \
       yarn.nodemanager.address "127.0.0.1:$(nm_port "$i" 0)" \
@@ -429,7 +547,8 @@ write_nm_confs() {
       yarn.nodemanager.localizer.address "127.0.0.1:$(nm_port "$i" 2)" \
       yarn.nodemanager.local-dirs "$nm/local" \
       yarn.nodemanager.log-dirs "$nm/logs" \
-      yarn.nodemanager.recovery.dir "$nm/recovery"
+      yarn.nodemanager.recovery.dir "$nm/recovery" \
+      ${nm_https[@]+"${nm_https[@]}"}
   done
 }
 
@@ -471,12 +590,34 @@ show_log_tail() {
   done
 }
 
+# With --spnego-*: a ticket of the SPNEGO principal in WORK/krb5cc, for the script's
+# own requests; a new one when there is none or it expired.
+spnego_login() {
+  [[ -n "$SPNEGO_PRINCIPAL" ]] || return 0
+  local -a env=(KRB5_CONFIG="$KRB5_CONF" KRB5CCNAME="FILE:$WORK/krb5cc")
+  env "${env[@]}" klist -s 2>/dev/null && return 0
+  local out
+  out=$(umask 077 && env "${env[@]}" kinit -kt "$SPNEGO_KEYTAB" "$SPNEGO_PRINCIPAL" 2>&1) ||
+    die "kinit -kt $SPNEGO_KEYTAB $SPNEGO_PRINCIPAL (KRB5_CONFIG=$KRB5_CONF) failed: $out"
+}
+
 # GET a REST URL in JSON, as user.name=the current user (simple authentication: works
-# whether or not the web apps allow anonymous requests).
+# whether or not the web apps allow anonymous requests); with --spnego-* by SPNEGO as
+# the SPNEGO principal, with --https checking the certificate against WORK's CA.
 http_get() {
   local url=$1 sep='?'
+  local -a secure=()
   [[ "$url" == *\?* ]] && sep='&'
-  curl -fsS --max-time 5 -H 'Accept: application/json' "$url${sep}user.name=${USER_NAME:-$(id -un)}"
+  [[ -n "$CA_FILE" ]] && secure+=(--cacert "$CA_FILE")
+  if [[ -n "$SPNEGO_PRINCIPAL" ]]; then
+    spnego_login
+    secure+=(--negotiate -u :)
+    KRB5_CONFIG="$KRB5_CONF" KRB5CCNAME="FILE:$WORK/krb5cc" \
+      curl -fsS --max-time 5 -H 'Accept: application/json' "${secure[@]}" "$url"
+    return
+  fi
+  curl -fsS --max-time 5 -H 'Accept: application/json' ${secure[@]+"${secure[@]}"} \
+    "$url${sep}user.name=${USER_NAME:-$(id -un)}"
 }
 
 wait_for_rm() {
@@ -550,7 +691,7 @@ assign() {
 print_env() {
   local i webapps=""
   for ((i = 1; i <= NODES; i++)); do
-    webapps+="${webapps:+,}http://127.0.0.1:$(nm_port "$i" 1)"
+    webapps+="${webapps:+,}$WEB_SCHEME://$WEB_HOST:$(nm_port "$i" 1)"
   done
   assign RM_WEBAPP "$RM_WEBAPP"
   assign HADOOP_CONF_DIR "$WORK/conf"
@@ -558,6 +699,8 @@ print_env() {
   assign HADOOP_TESTS_JAR "$WORK/jars/$TESTS_JAR_NAME"
   assign PREEMPTOR_HADOOP_WORK_DIR "$WORK"
   assign NM_WEBAPPS "$webapps"
+  [[ -n "$CA_FILE" ]] && assign HADOOP_CA_FILE "$CA_FILE"
+  return 0
 }
 
 # ---------------------------------------------------------------- stopping
@@ -652,6 +795,10 @@ cmd_up() {
       ;;
     --base-port) BASE_PORT=${2:?--base-port needs a value} && shift 2 ;;
     --timeout) TIMEOUT=${2:?--timeout needs a value} && shift 2 ;;
+    --spnego-principal) SPNEGO_PRINCIPAL=${2:?--spnego-principal needs a value} && shift 2 ;;
+    --spnego-keytab) SPNEGO_KEYTAB=${2:?--spnego-keytab needs a value} && shift 2 ;;
+    --krb5-conf) KRB5_CONF=${2:?--krb5-conf needs a value} && shift 2 ;;
+    --https) HTTPS=1 && shift ;;
     -h | --help) usage && exit 0 ;;
     *) die "up: unknown option '$1' (see --help)" ;;
     esac
@@ -664,6 +811,21 @@ cmd_up() {
   [[ -f "$CONF_DIR/capacity-scheduler.xml" ]] || die "no capacity-scheduler.xml in $CONF_DIR"
   CONF_DIR=$(cd "$CONF_DIR" && pwd)
   command -v curl >/dev/null || die "curl not found"
+  if [[ -n "$SPNEGO_PRINCIPAL$SPNEGO_KEYTAB$KRB5_CONF" ]]; then
+    [[ -n "$SPNEGO_PRINCIPAL" && -n "$SPNEGO_KEYTAB" && -n "$KRB5_CONF" ]] ||
+      die "--spnego-principal, --spnego-keytab and --krb5-conf go together"
+    [[ -r "$SPNEGO_KEYTAB" ]] || die "--spnego-keytab: cannot read $SPNEGO_KEYTAB"
+    [[ -r "$KRB5_CONF" ]] || die "--krb5-conf: cannot read $KRB5_CONF"
+    SPNEGO_KEYTAB=$(abs_path "$SPNEGO_KEYTAB") KRB5_CONF=$(abs_path "$KRB5_CONF")
+    command -v kinit >/dev/null || die "--spnego-principal needs kinit (apt-get install krb5-user)"
+    curl -V | grep -qw SPNEGO || die "--spnego-principal needs a curl with SPNEGO (GSS-API)"
+    [[ "$SPNEGO_PRINCIPAL" == HTTP/localhost@* ]] ||
+      log "warning: clients reach the web apps as localhost and so ask for HTTP/localhost@REALM, not $SPNEGO_PRINCIPAL"
+  fi
+  # Secure web apps are reached as localhost: the certificate's name and the host of
+  # the SPNEGO service principal (HTTP/localhost).
+  if [[ "$HTTPS" == 1 || -n "$SPNEGO_PRINCIPAL" ]]; then WEB_HOST=localhost; fi
+  [[ "$HTTPS" == 1 ]] && WEB_SCHEME=https
   find_java
   WORK=$(abs_path "$WORK")
   mkdir -p "$WORK"
@@ -682,7 +844,7 @@ cmd_up() {
   mkdir -p "$WORK/pids"
   stop_all
   rm -rf "$WORK/conf" "$WORK/rm" "$WORK"/nm-* "$WORK/tmp" "$WORK/staging" \
-    "$WORK/logs" "$WORK/cluster.env"
+    "$WORK/logs" "$WORK/cluster.env" "$WORK/ssl" "$WORK/krb5cc"
   mkdir -p "$WORK/logs" "$WORK/tmp" "$WORK/staging" "$WORK/rm"
 
   resolve_jars
@@ -692,11 +854,12 @@ cmd_up() {
   RM_ADMIN_PORT=${PORTS[3]} RM_WEBAPP_PORT=${PORTS[4]}
   JHS_PORT=${PORTS[5]} JHS_WEBAPP_PORT=${PORTS[6]}
   NM_PORTS=("${PORTS[@]:7}")
-  RM_WEBAPP="http://127.0.0.1:$RM_WEBAPP_PORT"
+  RM_WEBAPP="$WEB_SCHEME://$WEB_HOST:$RM_WEBAPP_PORT"
 
   # mapred-site.xml is for clients and containers only: written again below once the
   # scheduler says which queue clients submit to.
   write_confs
+  spnego_login
   start_daemon rm "$RM_CLASS" "$WORK/conf" 768m
   wait_for_rm
   log "ResourceManager up at $RM_WEBAPP after $((SECONDS - t0)) s"
@@ -728,6 +891,10 @@ cmd_up() {
     printf 'RM_ADMIN_PORT=%q\nRM_WEBAPP_PORT=%q\nRM_WEBAPP=%q\n' \
       "$RM_ADMIN_PORT" "$RM_WEBAPP_PORT" "$RM_WEBAPP"
     printf 'JHS_PORT=%q\nJHS_WEBAPP_PORT=%q\n' "$JHS_PORT" "$JHS_WEBAPP_PORT"
+    printf 'WEB_SCHEME=%q\nWEB_HOST=%q\nCA_FILE=%q\nHTTPS=%q\n' \
+      "$WEB_SCHEME" "$WEB_HOST" "$CA_FILE" "$HTTPS"
+    printf 'SPNEGO_PRINCIPAL=%q\nSPNEGO_KEYTAB=%q\nKRB5_CONF=%q\n' \
+      "$SPNEGO_PRINCIPAL" "$SPNEGO_KEYTAB" "$KRB5_CONF"
     printf 'NM_PORTS=(%s)  # per NodeManager: address webapp localizer shuffle\n' "${NM_PORTS[*]}"
   } >"$WORK/cluster.env"
 
@@ -900,6 +1067,10 @@ run_tool() {
 main() {
   WORK=$(default_work_dir)
   STOP_TIMEOUT=10
+  # Plain HTTP and simple authentication unless `up` has --https or --spnego-*
+  # (cluster.env says which for the other commands).
+  HTTPS=0 WEB_SCHEME=http WEB_HOST=127.0.0.1 CA_FILE=""
+  SPNEGO_PRINCIPAL="" SPNEGO_KEYTAB="" KRB5_CONF=""
   while (($#)); do
     case "$1" in
     --work-dir) WORK=${2:?--work-dir needs a value} && shift 2 ;;
