@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the image docker-compose.yml runs: FROM scratch around the static `preemptor` and
-# `preemptor-workload` binaries. No registry is involved.
+# Builds the image docker-compose.yml runs: FROM scratch around the `preemptor` and
+# `preemptor-workload` binaries, with the dynamic loader and the shared libraries ldd names
+# for them, copied from this machine. No registry is involved.
 #
 #   deploy/compose/build-image.sh [--bin-dir DIR] [TAG]
 #
@@ -33,10 +34,24 @@ done
 
 ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT
-cp "$bin_dir/preemptor" "$bin_dir/preemptor-workload" "$ctx/"
+mkdir "$ctx/rootfs"
+cp "$bin_dir/preemptor" "$bin_dir/preemptor-workload" "$ctx/rootfs/"
+# `libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)` and `/lib64/ld-linux-x86-64.so.2 (0x...)`.
+libs=$(ldd "$bin_dir/preemptor" "$bin_dir/preemptor-workload" |
+  awk '/=> not found/ { print "missing " $1; next }
+       $2 == "=>" && $3 ~ /^\// { print $3; next }
+       $1 ~ /^\// && $1 !~ /:$/ { print $1 }' | sort -u)
+if grep -q '^missing ' <<<"$libs"; then
+  echo "build-image.sh: libraries not found on this machine: $(grep '^missing ' <<<"$libs" | cut -d' ' -f2 | tr '\n' ' ')" >&2
+  exit 1
+fi
+for lib in $libs; do
+  mkdir -p "$ctx/rootfs$(dirname "$lib")"
+  cp -L "$lib" "$ctx/rootfs$lib"
+done
 cat > "$ctx/Dockerfile" <<'DOCKERFILE'
 FROM scratch
-COPY preemptor preemptor-workload /
+COPY rootfs/ /
 ENTRYPOINT ["/preemptor"]
 DOCKERFILE
 docker build --quiet --label io.preemptor.created-by=build-image.sh -t "$tag" "$ctx" >/dev/null

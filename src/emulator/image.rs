@@ -1,7 +1,8 @@
 //! Building the `FROM scratch` workload image through the Docker API.
 //!
 //! Machines running Preemptor's demo and tests have no registry, so the image is made from
-//! the static `preemptor-workload` binary that ships beside `preemptor`.
+//! the `preemptor-workload` binary that ships beside `preemptor`, with the dynamic loader
+//! and the shared libraries it lists for the binary (glibc's, found on this machine).
 
 use std::path::{Path, PathBuf};
 
@@ -27,10 +28,8 @@ pub enum ImageError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error(
-        "{path} is dynamically linked and cannot run in a FROM scratch image; build with the repository's .cargo/config.toml (a static build for the host's target)"
-    )]
-    NotStatic { path: PathBuf },
+    #[error("cannot list the shared libraries of {path} with its loader: {reason}")]
+    Libraries { path: PathBuf, reason: String },
     #[error("{path} is not an x86-64 ELF executable")]
     NotElf { path: PathBuf },
     #[error("Docker refused to build image {tag}: {reason}")]
@@ -60,9 +59,9 @@ pub fn find_workload_binary() -> Result<PathBuf, ImageError> {
     Err(ImageError::BinaryNotFound { looked })
 }
 
-/// True when `bytes` is an x86-64 ELF without a PT_INTERP program header, i.e. needs no
-/// dynamic loader.
-pub fn is_static_elf(bytes: &[u8]) -> Option<bool> {
+/// The dynamic loader an x86-64 ELF names (its PT_INTERP segment): `Some(None)` for a
+/// static executable, `None` when `bytes` is not an x86-64 ELF.
+pub fn elf_interpreter(bytes: &[u8]) -> Option<Option<PathBuf>> {
     const PT_INTERP: u32 = 3;
     if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" || bytes[4] != 2 || bytes[5] != 1 {
         return None;
@@ -93,10 +92,14 @@ pub fn is_static_elf(bytes: &[u8]) -> Option<bool> {
     for i in 0..phnum {
         let off = phoff.checked_add(i.checked_mul(phentsize)?)?;
         if u32_at(off)? == PT_INTERP {
-            return Some(false);
+            let start = usize::try_from(u64_at(off + 8)?).ok()?;
+            let len = usize::try_from(u64_at(off + 32)?).ok()?;
+            let raw = bytes.get(start..start.checked_add(len)?)?;
+            let path = raw.split(|&b| b == 0).next()?;
+            return Some(Some(PathBuf::from(std::str::from_utf8(path).ok()?)));
         }
     }
-    Some(true)
+    Some(None)
 }
 
 /// Builds `tag` as `FROM scratch` with the binary at [`WORKLOAD_PATH`] as entrypoint.
@@ -109,27 +112,30 @@ pub async fn build_workload_image(
         path: binary.to_path_buf(),
         source,
     })?;
-    match is_static_elf(&bytes) {
+    let libraries = match elf_interpreter(&bytes) {
         None => {
             return Err(ImageError::NotElf {
                 path: binary.to_path_buf(),
             });
         }
-        Some(false) => {
-            return Err(ImageError::NotStatic {
-                path: binary.to_path_buf(),
-            });
-        }
-        Some(true) => {}
+        Some(None) => Vec::new(),
+        Some(Some(loader)) => shared_libraries(&loader, binary).await?,
+    };
+    let mut files = Vec::with_capacity(libraries.len());
+    for lib in &libraries {
+        let data = std::fs::read(lib).map_err(|source| ImageError::Read {
+            path: lib.clone(),
+            source,
+        })?;
+        files.push((format!("rootfs{}", lib.display()), data, 0o755));
     }
-    let dockerfile = format!(
-        "FROM scratch\nCOPY preemptor-workload {WORKLOAD_PATH}\nENTRYPOINT [\"{WORKLOAD_PATH}\"]\n"
-    );
-    let context = tar_context(&[
+    let dockerfile = format!("FROM scratch\nCOPY rootfs/ /\nENTRYPOINT [\"{WORKLOAD_PATH}\"]\n");
+    let mut entries: Vec<(&str, &[u8], u32)> = vec![
         ("Dockerfile", dockerfile.as_bytes(), 0o644),
-        ("preemptor-workload", &bytes, 0o755),
-    ])
-    .map_err(|source| ImageError::Read {
+        ("rootfs/preemptor-workload", &bytes, 0o755),
+    ];
+    entries.extend(files.iter().map(|(n, d, m)| (n.as_str(), d.as_slice(), *m)));
+    let context = tar_context(&entries).map_err(|source| ImageError::Read {
         path: binary.to_path_buf(),
         source,
     })?;
@@ -171,6 +177,57 @@ pub async fn build_workload_image(
     Ok(())
 }
 
+/// The dynamic loader and the shared libraries `binary` loads, as absolute paths on this
+/// machine, as its loader lists them (`ld.so --list`, what `ldd` runs; the loader is
+/// there wherever the binary runs, `ldd` not always: a FROM scratch image).
+async fn shared_libraries(loader: &Path, binary: &Path) -> Result<Vec<PathBuf>, ImageError> {
+    let failed = |reason: String| ImageError::Libraries {
+        path: binary.to_path_buf(),
+        reason,
+    };
+    let out = tokio::process::Command::new(loader)
+        .arg("--list")
+        .arg(binary)
+        .output()
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    if !out.status.success() {
+        return Err(failed(format!(
+            "{}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    parse_ldd(&String::from_utf8_lossy(&out.stdout)).map_err(failed)
+}
+
+/// Paths in `ld.so --list` (and `ldd`) output: `libc.so.6 => /lib/.../libc.so.6 (0x...)` and the loader's
+/// `/lib64/ld-linux-x86-64.so.2 (0x...)`; the vDSO has no file. A library ldd could not
+/// find is an error.
+fn parse_ldd(out: &str) -> Result<Vec<PathBuf>, String> {
+    let mut paths = Vec::new();
+    for line in out.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let target = match line.split_once("=>") {
+            Some((name, rest)) => {
+                let rest = rest.trim();
+                if rest.starts_with("not found") {
+                    return Err(format!("{} not found", name.trim()));
+                }
+                rest
+            }
+            None => line,
+        };
+        let path = target.split_whitespace().next().unwrap_or("");
+        if path.starts_with('/') {
+            paths.push(PathBuf::from(path));
+        }
+    }
+    if paths.is_empty() {
+        return Err(format!("no library in its output: {out:?}"));
+    }
+    Ok(paths)
+}
+
 fn tar_context(files: &[(&str, &[u8], u32)]) -> std::io::Result<Vec<u8>> {
     let mut builder = tar::Builder::new(Vec::new());
     for (name, data, mode) in files {
@@ -188,9 +245,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn elf_check_rejects_garbage_and_reads_headers() {
-        assert_eq!(is_static_elf(b""), None);
-        assert_eq!(is_static_elf(&[0u8; 128]), None);
+    fn elf_check_rejects_garbage_and_reads_the_interpreter() {
+        assert_eq!(elf_interpreter(b""), None);
+        assert_eq!(elf_interpreter(&[0u8; 128]), None);
         let mut h = vec![0u8; 64 + 56 * 2];
         h[..4].copy_from_slice(b"\x7fELF");
         h[4] = 2;
@@ -200,18 +257,59 @@ mod tests {
         h[54] = 56; // phentsize
         h[56] = 2; // phnum
         h[64] = 1; // PT_LOAD
-        assert_eq!(is_static_elf(&h), Some(true));
-        h[64 + 56] = 3; // PT_INTERP
-        assert_eq!(is_static_elf(&h), Some(false));
-        h[64 + 56] = 1;
+        assert_eq!(elf_interpreter(&h), Some(None));
+        let interp = b"/lib64/ld-linux-x86-64.so.2\0";
+        let at = h.len();
+        h.extend_from_slice(interp);
+        let ph = 64 + 56;
+        h[ph] = 3; // PT_INTERP
+        h[ph + 8..ph + 16].copy_from_slice(&(at as u64).to_le_bytes());
+        h[ph + 32..ph + 40].copy_from_slice(&(interp.len() as u64).to_le_bytes());
+        assert_eq!(
+            elf_interpreter(&h),
+            Some(Some(PathBuf::from("/lib64/ld-linux-x86-64.so.2")))
+        );
+        h[ph + 32..ph + 40].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert_eq!(elf_interpreter(&h), None, "a segment beyond the file");
+        h[ph] = 1;
         h[56] = 200; // phnum beyond the buffer
-        assert_eq!(is_static_elf(&h), None);
+        assert_eq!(elf_interpreter(&h), None);
     }
 
     #[test]
-    fn the_built_workload_binary_is_static() {
+    fn ldd_output_gives_the_loader_and_the_libraries() {
+        let out = "\tlinux-vdso.so.1 (0x00007ffc4b5f2000)\n\tlibgcc_s.so.1 => /lib/x86_64-linux-gnu/libgcc_s.so.1 (0x00007f)\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f)\n\t/lib64/ld-linux-x86-64.so.2 (0x00007f)\n";
+        assert_eq!(
+            parse_ldd(out).unwrap(),
+            [
+                "/lib/x86_64-linux-gnu/libgcc_s.so.1",
+                "/lib/x86_64-linux-gnu/libc.so.6",
+                "/lib64/ld-linux-x86-64.so.2"
+            ]
+            .map(PathBuf::from)
+        );
+        let missing = "\tlibgssapi_krb5.so.2 => not found\n\tlibc.so.6 => /lib/libc.so.6 (0x1)\n";
+        assert!(
+            parse_ldd(missing)
+                .unwrap_err()
+                .contains("libgssapi_krb5.so.2 not found")
+        );
+        assert!(parse_ldd("\tstatically linked\n").is_err());
+    }
+
+    #[tokio::test]
+    async fn the_built_workload_binary_has_everything_it_loads_at_hand() {
         let bin = find_workload_binary().expect("cargo builds preemptor-workload before tests");
         let bytes = std::fs::read(&bin).unwrap();
-        assert_eq!(is_static_elf(&bytes), Some(true), "{}", bin.display());
+        // Dynamically linked, as every binary of the build (.cargo/config.toml).
+        let loader = elf_interpreter(&bytes)
+            .flatten()
+            .unwrap_or_else(|| panic!("{} names no loader", bin.display()));
+        let libs = shared_libraries(&loader, &bin).await.unwrap();
+        assert!(
+            libs.iter().any(|l| l.to_string_lossy().contains("libc.so")),
+            "{libs:?}"
+        );
+        assert!(libs.iter().all(|l| l.is_file()), "{libs:?}");
     }
 }

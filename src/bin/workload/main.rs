@@ -1,8 +1,9 @@
 //! `preemptor-workload`: the program inside every emulated YARN container.
 //!
-//! Built static so that it runs in a `FROM scratch` image. Each kernel prints its progress
-//! as `progress <n>%` lines on stdout and ends with a `checksum <hex>` line. Exit codes:
-//! 0 done, 1 a kernel failed, 2 bad arguments, 143 stopped by SIGTERM or SIGINT.
+//! Runs in a `FROM scratch` image beside the loader and libraries it links
+//! (`emulator::image`). Each kernel prints its progress as `progress <n>%` lines on
+//! stdout and ends with a `checksum <hex>` line. Exit codes: 0 done, 1 a kernel failed,
+//! 2 bad arguments, 143 stopped by SIGTERM or SIGINT.
 
 mod burn;
 mod common;
