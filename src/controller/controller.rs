@@ -390,6 +390,7 @@ pub async fn start(config: ControllerConfig) -> Result<ControllerHandle, Control
         memory,
         waited: HashSet::new(),
         last_tick: None,
+        rm_error: None,
         agents,
         subscribed: HashSet::new(),
         event_tx,
@@ -584,6 +585,9 @@ struct Loop {
     /// Short applications whose wait was recorded.
     waited: HashSet<ApplicationId>,
     last_tick: Option<Instant>,
+    /// Why the RM could not be read at the last tick: logged when it starts or changes,
+    /// not every tick.
+    rm_error: Option<String>,
     /// Agents of the nodes in the latest view, for lease renewal.
     agents: Arc<Mutex<BTreeSet<String>>>,
     subscribed: HashSet<String>,
@@ -744,8 +748,18 @@ impl Loop {
         self.last_tick = Some(started);
 
         let snapshot = match self.rm.snapshot().await {
-            Ok(s) => s,
+            Ok(s) => {
+                if self.rm_error.take().is_some() {
+                    tracing::info!("the ResourceManager answers again");
+                }
+                s
+            }
             Err(e) => {
+                let why = e.to_string();
+                if self.rm_error.as_deref() != Some(why.as_str()) {
+                    tracing::warn!(error = %why, "ResourceManager unreachable; nothing is decided until it answers");
+                    self.rm_error = Some(why);
+                }
                 self.hub.count_rm_error();
                 self.hub.warn(
                     now,
