@@ -81,6 +81,8 @@ fn settings(rm: &str) -> RmSettings {
         user_name: Some("bench".into()),
         request_timeout_ms: 10_000,
         max_response_mb: RmSettings::DEFAULT_MAX_RESPONSE_MB,
+        tls: Default::default(),
+        kerberos: None,
     }
 }
 

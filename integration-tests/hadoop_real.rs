@@ -25,13 +25,13 @@ use serde_json::Value;
 
 use crate::hadoop_support::{Hadoop, hadoop_tools_or_skip};
 
-const SHIPPED_QUEUES: &str = concat!(
+pub(crate) const SHIPPED_QUEUES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/hadoop-conf/capacity-scheduler.xml"
 );
 
 /// Queue names unlike the shipped file's (`short`, `long`), DRF so vcores count.
-const RM_QUEUES: &str = r#"<?xml version="1.0"?>
+pub(crate) const RM_QUEUES: &str = r#"<?xml version="1.0"?>
 <configuration>
   <property><name>yarn.scheduler.capacity.resource-calculator</name>
     <value>org.apache.hadoop.yarn.util.resource.DominantResourceCalculator</value></property>
@@ -47,13 +47,13 @@ const RM_QUEUES: &str = r#"<?xml version="1.0"?>
 
 /// A cluster in a temporary directory of its own, with `capacity_scheduler` as its
 /// queues; brought down, then the directory removed, when dropped.
-struct Cluster {
-    h: Hadoop,
+pub(crate) struct Cluster {
+    pub(crate) h: Hadoop,
     dir: tempfile::TempDir,
 }
 
 impl Cluster {
-    fn up(test: &str, capacity_scheduler: &str, args: &[&str]) -> Option<Cluster> {
+    pub(crate) fn up(test: &str, capacity_scheduler: &str, args: &[&str]) -> Option<Cluster> {
         if !hadoop_tools_or_skip(test) {
             return None;
         }
@@ -167,7 +167,7 @@ fn processes_naming(dir: &Path) -> Vec<String> {
     found
 }
 
-async fn get_json(url: &str, token: Option<&str>) -> Value {
+pub(crate) async fn get_json(url: &str, token: Option<&str>) -> Value {
     let http = preemptor::tls::http_client_builder()
         .build()
         .expect("HTTP client");
@@ -185,7 +185,7 @@ async fn get_json(url: &str, token: Option<&str>) -> Value {
         .unwrap_or_else(|e| panic!("GET {url}: {e}"))
 }
 
-async fn wait_for<T, F, Fut>(what: &str, limit: Duration, mut f: F) -> T
+pub(crate) async fn wait_for<T, F, Fut>(what: &str, limit: Duration, mut f: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -210,7 +210,7 @@ fn two_threads() -> tokio::runtime::Runtime {
 }
 
 /// A free loopback port nobody listens on: the agents the controller would call.
-fn closed_port() -> u16 {
+pub(crate) fn closed_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     l.local_addr().expect("addr").port()
 }
@@ -618,10 +618,10 @@ impl Drop for Reaped {
 }
 
 /// A `preemptor controller` process, SIGKILLed and reaped however the test ends.
-struct ControllerProcess(std::process::Child);
+pub(crate) struct ControllerProcess(pub(crate) std::process::Child);
 
 impl ControllerProcess {
-    fn spawn(conf: &Path, log: &Path) -> ControllerProcess {
+    pub(crate) fn spawn(conf: &Path, log: &Path) -> ControllerProcess {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -849,7 +849,7 @@ fn a_controller_killed_on_the_real_rm_restores_containers_and_capacity_on_restar
 
 /// Dice's short partition as docs/policies.md configures it: the short queue may
 /// access every label, has the whole of `short`, and asks for it by default.
-const DICE_QUEUES: &str = r#"<?xml version="1.0"?>
+pub(crate) const DICE_QUEUES: &str = r#"<?xml version="1.0"?>
 <configuration>
   <property><name>yarn.scheduler.capacity.resource-calculator</name>
     <value>org.apache.hadoop.yarn.util.resource.DominantResourceCalculator</value></property>

@@ -46,6 +46,8 @@ pub struct Hadoop {
     pub tests_jar: String,
     /// Every NodeManager's web address, in order (`nm-1`, `nm-2`, ...).
     pub nm_webapps: Vec<String>,
+    /// The PEM CA of the daemons' certificates (`up --https`).
+    pub ca_file: Option<String>,
 }
 
 impl Hadoop {
@@ -59,6 +61,7 @@ impl Hadoop {
             examples_jar: String::new(),
             tests_jar: String::new(),
             nm_webapps: Vec::new(),
+            ca_file: None,
         };
         let out = h.up_again(args);
         for line in out.lines() {
@@ -73,9 +76,14 @@ impl Hadoop {
                 h.tests_jar = unquote(v);
             } else if let Some(v) = line.strip_prefix("NM_WEBAPPS=") {
                 h.nm_webapps = unquote(v).split(',').map(str::to_string).collect();
+            } else if let Some(v) = line.strip_prefix("HADOOP_CA_FILE=") {
+                h.ca_file = Some(unquote(v));
             }
         }
-        assert!(h.rm.starts_with("http://"), "no RM_WEBAPP in {out:?}");
+        assert!(
+            h.rm.starts_with("http://") || h.rm.starts_with("https://"),
+            "no RM_WEBAPP in {out:?}"
+        );
         assert!(!h.conf_dir.is_empty(), "no HADOOP_CONF_DIR in {out:?}");
         assert!(
             Path::new(&h.examples_jar).is_file(),

@@ -39,6 +39,8 @@ pub fn client(addresses: &[&str]) -> RmClient {
         user_name: Some("alice".into()),
         request_timeout_ms: 3000,
         max_response_mb: RmSettings::DEFAULT_MAX_RESPONSE_MB,
+        tls: Default::default(),
+        kerberos: None,
     })
     .expect("client")
 }
@@ -685,6 +687,8 @@ async fn an_answer_over_the_size_limit_is_refused_not_buffered() {
         user_name: None,
         request_timeout_ms: 20_000,
         max_response_mb: 1,
+        tls: Default::default(),
+        kerberos: None,
     })
     .unwrap();
 
@@ -721,6 +725,8 @@ async fn an_answer_over_the_size_limit_is_refused_not_buffered() {
             user_name: None,
             request_timeout_ms: 1000,
             max_response_mb: bad,
+            tls: Default::default(),
+            kerberos: None,
         });
         assert!(matches!(r, Err(Error::Config(_))), "{bad}");
     }
@@ -743,6 +749,8 @@ async fn a_request_that_times_out_on_the_only_active_rm_is_not_repeated() {
         user_name: None,
         request_timeout_ms: 300,
         max_response_mb: RmSettings::DEFAULT_MAX_RESPONSE_MB,
+        tls: Default::default(),
+        kerberos: None,
     })
     .unwrap();
     let e = c.apps(&AppsQuery::default()).await.unwrap_err();

@@ -12,6 +12,7 @@ pub mod controller;
 pub mod demo;
 pub mod durable;
 pub mod emulator;
+pub mod kerberos;
 pub mod policy;
 pub mod resources;
 pub mod sim;

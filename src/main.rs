@@ -45,7 +45,7 @@ enum Command {
     #[command(
         about = "Run the node agent on a NodeManager host (suspends, shrinks, resumes containers)"
     )]
-    Agent(preemptor::agent::cli::AgentArgs),
+    Agent(Box<preemptor::agent::cli::AgentArgs>),
     #[command(about = "Run the controller beside the ResourceManager (observe, decide, act)")]
     Controller(preemptor::controller::cli::ControllerArgs),
     #[command(
@@ -165,7 +165,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::CheckConfig(args) => Ok(preemptor::check_config::run(&args)),
         Command::Agent(args) => {
-            runtime()?.block_on(preemptor::agent::cli::run(args))?;
+            runtime()?.block_on(preemptor::agent::cli::run(*args))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Controller(args) => {

@@ -1,5 +1,6 @@
-//! TLS between the controller and the agents (optional): rustls with the `ring`
-//! provider, certificates and keys in PEM files. The agent serves with a certificate
+//! TLS between the controller and the agents (optional), and towards YARN's HTTPS web
+//! endpoints ([`YarnTls`]): rustls with the `ring` provider, certificates and keys in
+//! PEM files. The agent serves with a certificate
 //! and key ([`server_config`], [`TlsListener`]); the controller verifies the agents
 //! against a CA file ([`client_config`]). The bearer token still authenticates the
 //! controller.
@@ -23,6 +24,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
 use crate::config::secret::{SecretFileError, read_secret_file};
+use crate::config::settings::YarnTls;
 
 /// A certificate chain or CA bundle is a few kilobytes.
 const MAX_PEM_BYTES: u64 = 1 << 20;
@@ -84,6 +86,29 @@ pub fn http_client_builder() -> reqwest::ClientBuilder {
     } else {
         reqwest::Client::builder().tls_certs_only(Vec::new())
     }
+}
+
+/// A client builder that verifies YARN's certificates (an RM's, a NodeManager's) as
+/// `tls` says. `what` names the CA file in errors ("the RM CA file").
+pub fn yarn_client_builder(
+    tls: &YarnTls,
+    what: &'static str,
+) -> Result<reqwest::ClientBuilder, TlsError> {
+    let mut builder = http_client_builder();
+    if let Some(ca) = &tls.ca_file {
+        let mut roots = Vec::new();
+        for der in certificates(ca, what)? {
+            roots.push(
+                reqwest::Certificate::from_der(&der).map_err(|e| TlsError::Pem {
+                    what,
+                    path: ca.clone(),
+                    reason: format!("not a usable CA certificate: {e}"),
+                })?,
+            );
+        }
+        builder = builder.tls_certs_only(roots);
+    }
+    Ok(builder.tls_danger_accept_invalid_hostnames(!tls.verify_hostname))
 }
 
 fn read_public(path: &Path, what: &'static str) -> Result<Vec<u8>, TlsError> {

@@ -108,6 +108,27 @@ pub struct AgentArgs {
     /// where several NodeManagers share one Docker daemon (the compose cluster).
     #[arg(long, env = "PREEMPTOR_AGENT_NODEMANAGER")]
     pub nodemanager: Option<String>,
+    /// PEM CA certificates an https:// --nodemanager is verified against (the CA of the
+    /// NodeManager's keystore under yarn.http.policy=HTTPS_ONLY); without it, the
+    /// system's trust store.
+    #[arg(long, env = "PREEMPTOR_AGENT_NODEMANAGER_CA_FILE")]
+    pub nodemanager_ca_file: Option<PathBuf>,
+    /// Kerberos principal the agent authenticates as to a NodeManager whose web app
+    /// requires SPNEGO (hadoop.http.authentication.type=kerberos); needs
+    /// --nodemanager-keytab. The system's krb5.conf (or KRB5_CONFIG) names the KDC.
+    #[arg(
+        long,
+        requires = "nodemanager_keytab",
+        env = "PREEMPTOR_AGENT_NODEMANAGER_PRINCIPAL"
+    )]
+    pub nodemanager_principal: Option<String>,
+    /// Keytab with the keys of --nodemanager-principal; must be chmod 600.
+    #[arg(
+        long,
+        requires = "nodemanager_principal",
+        env = "PREEMPTOR_AGENT_NODEMANAGER_KEYTAB"
+    )]
+    pub nodemanager_keytab: Option<PathBuf>,
     /// How YARN runs containers on this node: docker, yarn-cgroups (LinuxContainerExecutor
     /// with cgroups), process (DefaultContainerExecutor), or auto (Docker if its socket
     /// exists, else YARN's hierarchy if it exists, else process with --nm-local-dirs).
@@ -269,6 +290,20 @@ impl AgentArgs {
             proactive_reclaim: !self.no_proactive_reclaim,
             tls,
             nodemanager: self.nodemanager.clone().or(site.webapp),
+            nodemanager_tls: crate::config::settings::YarnTls {
+                ca_file: self.nodemanager_ca_file.clone(),
+                verify_hostname: true,
+            },
+            nodemanager_kerberos: self
+                .nodemanager_principal
+                .clone()
+                .zip(self.nodemanager_keytab.clone())
+                .map(
+                    |(principal, keytab)| crate::config::settings::KerberosSettings {
+                        principal,
+                        keytab,
+                    },
+                ),
             containers: self.containers,
             nm_local_dirs: if self.nm_local_dirs.is_empty() {
                 site.local_dirs

@@ -110,6 +110,10 @@ pub struct AgentConfig {
     /// The NodeManager whose containers are this node's (`--nodemanager`); without it,
     /// every YARN container on the Docker daemon is.
     pub nodemanager: Option<String>,
+    /// How an `https://` NodeManager is verified (`--nodemanager-ca-file`).
+    pub nodemanager_tls: crate::config::settings::YarnTls,
+    /// SPNEGO to a Kerberized NodeManager (`--nodemanager-principal`, `--nodemanager-keytab`).
+    pub nodemanager_kerberos: Option<crate::config::settings::KerberosSettings>,
     pub containers: ContainerBackend,
     /// The NodeManager's `yarn.nodemanager.local-dirs` (process backend).
     pub nm_local_dirs: Vec<PathBuf>,
@@ -156,6 +160,8 @@ impl AgentConfig {
             proactive_reclaim: true,
             tls: None,
             nodemanager: None,
+            nodemanager_tls: Default::default(),
+            nodemanager_kerberos: None,
             containers: ContainerBackend::Docker,
             nm_local_dirs: Vec::new(),
             yarn_cgroup_hierarchy: YARN_CGROUP_HIERARCHY.to_string(),
@@ -311,7 +317,8 @@ pub async fn start(config: AgentConfig) -> Result<RunningAgent, StartError> {
     };
     let mut enforcer = Enforcer::new(runtime, settings, store, metrics, Instant::now());
     if let Some(url) = &config.nodemanager {
-        let nm = nodemanager::NodeManager::new(url, NODEMANAGER_TIMEOUT)?;
+        let nm = nodemanager::NodeManager::new(url, NODEMANAGER_TIMEOUT, &config.nodemanager_tls)?
+            .with_kerberos(config.nodemanager_kerberos.as_ref())?;
         tracing::info!(
             nodemanager = nm.url(),
             "only containers this NodeManager lists are changed"

@@ -12,6 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::cluster::ContainerId;
+use crate::config::settings::{KerberosSettings, YarnTls};
+use crate::kerberos::Spnego;
+use crate::yarn::client::describe_reqwest;
 use crate::yarn::dto::NmContainersResponse;
 
 /// How long one listing answers "is this container on my node" before it is asked again.
@@ -25,6 +28,8 @@ pub enum NodeManagerError {
     BadUrl { url: String, reason: String },
     #[error("NodeManager {url} could not say which containers are on this node: {reason}")]
     Unavailable { url: String, reason: String },
+    #[error("--nodemanager-principal/--nodemanager-keytab: {0}")]
+    Kerberos(#[from] crate::kerberos::KerberosError),
 }
 
 /// One NodeManager's list of containers, fetched on demand and briefly cached.
@@ -32,6 +37,8 @@ pub struct NodeManager {
     /// `http(s)://host:port`, no trailing slash.
     url: String,
     client: reqwest::Client,
+    /// SPNEGO, for a NodeManager under `hadoop.http.authentication.type=kerberos`.
+    spnego: Option<Spnego>,
     cache: tokio::sync::Mutex<Option<(Instant, Arc<HashSet<ContainerId>>)>>,
 }
 
@@ -46,7 +53,11 @@ impl std::fmt::Debug for NodeManager {
 impl NodeManager {
     /// `url` is the NodeManager's web address (yarn.nodemanager.webapp.address), with
     /// scheme: `http://nm1:8042`.
-    pub fn new(url: &str, timeout: Duration) -> Result<NodeManager, NodeManagerError> {
+    pub fn new(
+        url: &str,
+        timeout: Duration,
+        tls: &YarnTls,
+    ) -> Result<NodeManager, NodeManagerError> {
         let bad = |reason: &str| NodeManagerError::BadUrl {
             url: url.to_string(),
             reason: reason.to_string(),
@@ -63,15 +74,26 @@ impl NodeManager {
                 "give only scheme, host and port; the agent adds /ws/v1/node/containers",
             ));
         }
-        let client = crate::tls::http_client_builder()
+        let client = crate::tls::yarn_client_builder(tls, "the NodeManager CA file")
+            .map_err(|e| bad(&e.to_string()))?
             .timeout(timeout)
             .build()
             .map_err(|e| bad(&e.to_string()))?;
         Ok(NodeManager {
             url: url.trim_end_matches('/').to_string(),
             client,
+            spnego: None,
             cache: tokio::sync::Mutex::new(None),
         })
+    }
+
+    /// Authenticates with SPNEGO as `kerberos` says; checks its keytab now.
+    pub fn with_kerberos(
+        mut self,
+        kerberos: Option<&KerberosSettings>,
+    ) -> Result<NodeManager, NodeManagerError> {
+        self.spnego = kerberos.map(Spnego::new).transpose()?;
+        Ok(self)
     }
 
     pub fn url(&self) -> &str {
@@ -110,18 +132,30 @@ impl NodeManager {
             url: self.url.clone(),
             reason,
         };
-        let mut resp = self
-            .client
-            .get(format!("{}/ws/v1/node/containers", self.url))
-            .header(reqwest::header::ACCEPT, "application/json")
-            .send()
-            .await
+        let url = reqwest::Url::parse(&format!("{}/ws/v1/node/containers", self.url))
             .map_err(|e| unavailable(e.to_string()))?;
+        let build = || {
+            self.client
+                .get(url.clone())
+                .header(reqwest::header::ACCEPT, "application/json")
+        };
+        let sent = match &self.spnego {
+            Some(spnego) => spnego
+                .send(&url, build)
+                .await
+                .map_err(|e| unavailable(e.to_string()))?,
+            None => build().send().await,
+        };
+        let mut resp = sent.map_err(|e| unavailable(describe_reqwest(&e)))?;
         if !resp.status().is_success() {
             return Err(unavailable(format!("HTTP {}", resp.status())));
         }
         let mut body = Vec::new();
-        while let Some(chunk) = resp.chunk().await.map_err(|e| unavailable(e.to_string()))? {
+        while let Some(chunk) = resp
+            .chunk()
+            .await
+            .map_err(|e| unavailable(describe_reqwest(&e)))?
+        {
             if body.len() + chunk.len() > MAX_BODY_BYTES {
                 return Err(unavailable(format!(
                     "the listing is larger than {MAX_BODY_BYTES} bytes"
@@ -164,9 +198,10 @@ mod tests {
     #[test]
     fn urls_are_checked() {
         let t = Duration::from_secs(1);
-        assert!(NodeManager::new("http://nm1:8042", t).is_ok());
+        let tls = YarnTls::default();
+        assert!(NodeManager::new("http://nm1:8042", t, &tls).is_ok());
         assert_eq!(
-            NodeManager::new("http://nm1:8042/", t).unwrap().url(),
+            NodeManager::new("http://nm1:8042/", t, &tls).unwrap().url(),
             "http://nm1:8042"
         );
         for bad in [
@@ -175,7 +210,7 @@ mod tests {
             "http://nm1:8042/ws/v1/node",
             "http://",
         ] {
-            assert!(NodeManager::new(bad, t).is_err(), "{bad}");
+            assert!(NodeManager::new(bad, t, &tls).is_err(), "{bad}");
         }
     }
 
@@ -187,7 +222,12 @@ mod tests {
             .local_addr()
             .unwrap()
             .port();
-        let nm = NodeManager::new(&format!("http://127.0.0.1:{port}"), t1()).unwrap();
+        let nm = NodeManager::new(
+            &format!("http://127.0.0.1:{port}"),
+            t1(),
+            &YarnTls::default(),
+        )
+        .unwrap();
         let e = nm
             .lists("container_1_0001_01_000001".parse().unwrap())
             .await;

@@ -39,6 +39,41 @@ pub struct RmSettings {
     pub request_timeout_ms: u64,
     /// `yarn.preemptor.rm.max-response-mb`: a larger answer is refused, not buffered.
     pub max_response_mb: u64,
+    /// `yarn.preemptor.rm.tls.ca-file` and `yarn.preemptor.rm.tls.verify-hostname`: how
+    /// `https://` RM addresses are verified.
+    pub tls: YarnTls,
+    /// `yarn.preemptor.rm.kerberos.principal` and `.keytab`: SPNEGO instead of
+    /// `user.name`, for RMs with `hadoop.http.authentication.type=kerberos`.
+    pub kerberos: Option<KerberosSettings>,
+}
+
+/// A Kerberos client identity: its principal and the keytab that holds its keys.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct KerberosSettings {
+    /// `name[/instance]@REALM`, taken as written (no `_HOST` substitution).
+    pub principal: String,
+    /// Must be private to its owner (`chmod 600`), like a token file.
+    pub keytab: PathBuf,
+}
+
+/// How HTTPS to YARN's web endpoints (the RMs, a NodeManager) is verified
+/// (`crate::tls::yarn_client_builder`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct YarnTls {
+    /// PEM CA certificates; set, only these are trusted, else the system's trust store.
+    pub ca_file: Option<PathBuf>,
+    /// Off only as with Hadoop's `hadoop.ssl.hostname.verifier=ALLOW_ALL`: the chain is
+    /// still verified, the name in it is not.
+    pub verify_hostname: bool,
+}
+
+impl Default for YarnTls {
+    fn default() -> Self {
+        YarnTls {
+            ca_file: None,
+            verify_hostname: true,
+        }
+    }
 }
 
 impl RmSettings {
@@ -334,6 +369,8 @@ impl Default for PreemptorSettings {
                 user_name: None,
                 request_timeout_ms: 5_000,
                 max_response_mb: RmSettings::DEFAULT_MAX_RESPONSE_MB,
+                tls: YarnTls::default(),
+                kerberos: None,
             },
             policy: PolicySettings::default(),
             agent: AgentSettings {
@@ -490,7 +527,7 @@ fn read(r: &mut Reader<'_>) -> PreemptorSettings {
             if list.is_empty() {
                 return Err("expected at least one ResourceManager web address".into());
             }
-            list.iter().map(|a| http_address(a)).collect()
+            list.iter().map(|a| web_address(a)).collect()
         }),
         user_name: r
             .opt("yarn.preemptor.rm.user-name", |s| Ok(s.trim().to_string()))
@@ -511,6 +548,38 @@ fn read(r: &mut Reader<'_>) -> PreemptorSettings {
                 )),
             },
         ),
+        tls: YarnTls {
+            ca_file: r.opt("yarn.preemptor.rm.tls.ca-file", parse_path),
+            verify_hostname: r.get(
+                "yarn.preemptor.rm.tls.verify-hostname",
+                d.rm.tls.verify_hostname,
+                parse_bool,
+            ),
+        },
+        kerberos: None,
+    };
+    let principal = r.opt("yarn.preemptor.rm.kerberos.principal", |s| match s.trim() {
+        "" => Err("expected a principal, e.g. preemptor/host@EXAMPLE.COM".into()),
+        p if p.contains(char::is_whitespace) => Err("a principal has no spaces".into()),
+        p => Ok(p.to_string()),
+    });
+    let keytab = r.opt("yarn.preemptor.rm.kerberos.keytab", parse_path);
+    let rm = match (principal, keytab) {
+        (Some(principal), Some(keytab)) => RmSettings {
+            kerberos: Some(KerberosSettings { principal, keytab }),
+            ..rm
+        },
+        (None, None) => rm,
+        _ => {
+            r.cross_check(
+                &[
+                    "yarn.preemptor.rm.kerberos.principal",
+                    "yarn.preemptor.rm.kerberos.keytab",
+                ],
+                "Kerberos needs both yarn.preemptor.rm.kerberos.principal and yarn.preemptor.rm.kerberos.keytab",
+            );
+            rm
+        }
     };
     let policy = PolicySettings {
         kind: r.get("yarn.preemptor.policy", dp.kind, |s| s.parse()),
@@ -602,7 +671,7 @@ fn read(r: &mut Reader<'_>) -> PreemptorSettings {
                     if host.is_empty() {
                         return Err(format!("{pair:?} has no NodeManager host"));
                     }
-                    Ok((host.to_string(), agent_address(url.trim())?))
+                    Ok((host.to_string(), web_address(url.trim())?))
                 })
                 .collect()
         }),
@@ -893,10 +962,10 @@ fn parse_socket_addr(s: &str) -> Result<SocketAddr, String> {
     })
 }
 
-/// `host:port` (as in yarn.resourcemanager.webapp.address) or `http://host:port`,
-/// normalised to the latter without a trailing slash. This build speaks plain HTTP.
-/// An agent's URL: `http://` or `https://host:port`, or `host:port` (http).
-fn agent_address(s: &str) -> Result<String, String> {
+/// A web address (an RM's, an agent's): `http://` or `https://host:port`, or
+/// `host:port` (http, as in yarn.resourcemanager.webapp.address), without a trailing
+/// slash.
+fn web_address(s: &str) -> Result<String, String> {
     let t = s.trim().trim_end_matches('/');
     match t.strip_prefix("https://") {
         Some(rest) => http_address(rest).map(|u| u.replacen("http://", "https://", 1)),
@@ -906,14 +975,11 @@ fn agent_address(s: &str) -> Result<String, String> {
 
 fn http_address(s: &str) -> Result<String, String> {
     let t = s.trim().trim_end_matches('/');
-    if t.starts_with("https://") {
-        return Err(format!(
-            "{t:?}: https is not supported by this build; use the RM's http address"
-        ));
-    }
     let rest = t.strip_prefix("http://").unwrap_or(t);
     if rest.contains("://") {
-        return Err(format!("{t:?}: expected host:port or http://host:port"));
+        return Err(format!(
+            "{t:?}: expected host:port, http://host:port or https://host:port"
+        ));
     }
     let (host, port) = rest
         .rsplit_once(':')
@@ -1056,7 +1122,7 @@ mod tests {
             ("yarn.preemptor.observe-only", "yes"),
             ("yarn.preemptor.natural-termination-factor", "0"),
             ("yarn.preemptor.agent.port", "70000"),
-            ("yarn.preemptor.rm.address", "https://rm:8443"),
+            ("yarn.preemptor.rm.address", "ftp://rm:8443"),
             ("yarn.preemptor.controller.listen", "localhost:8090"),
             ("yarn.preemptor.suspend.footprint-memory-mb", "4"),
             ("yarn.preemptor.suspend.footprint-cpu-percent", "0.5"),
@@ -1077,7 +1143,46 @@ mod tests {
             "{}",
             e[0]
         );
-        assert!(e[5].contains("https is not supported"), "{}", e[5]);
+        assert!(e[5].contains("expected host:port"), "{}", e[5]);
+    }
+
+    #[test]
+    fn a_secure_rm_takes_https_a_ca_and_a_principal_with_its_keytab() {
+        const PRINCIPAL: &str = "yarn.preemptor.rm.kerberos.principal";
+        const KEYTAB: &str = "yarn.preemptor.rm.kerberos.keytab";
+        let s = PreemptorSettings::from_conf(&conf(&[
+            ("yarn.preemptor.rm.address", "https://rm1:8090, rm2:8088"),
+            (
+                "yarn.preemptor.rm.tls.ca-file",
+                "/etc/preemptor/yarn-ca.pem",
+            ),
+            ("yarn.preemptor.rm.tls.verify-hostname", "false"),
+            (PRINCIPAL, " preemptor/rm1@EXAMPLE.COM "),
+            (KEYTAB, "/etc/preemptor/preemptor.keytab"),
+        ]))
+        .unwrap();
+        assert_eq!(s.rm.addresses, ["https://rm1:8090", "http://rm2:8088"]);
+        assert_eq!(
+            s.rm.tls,
+            YarnTls {
+                ca_file: Some("/etc/preemptor/yarn-ca.pem".into()),
+                verify_hostname: false
+            }
+        );
+        assert_eq!(
+            s.rm.kerberos,
+            Some(KerberosSettings {
+                principal: "preemptor/rm1@EXAMPLE.COM".into(),
+                keytab: "/etc/preemptor/preemptor.keytab".into()
+            })
+        );
+        for half in [PRINCIPAL, KEYTAB] {
+            let e = errors(&[(half, "x")]);
+            assert_eq!(e.len(), 1, "{e:?}");
+            assert!(e[0].contains("needs both"), "{}", e[0]);
+        }
+        let e = errors(&[(PRINCIPAL, "pre emptor@X"), (KEYTAB, "/k")]);
+        assert!(e[0].contains("no spaces"), "{e:?}");
     }
 
     #[test]

@@ -981,6 +981,8 @@ mod tests {
             user_name: None,
             request_timeout_ms: 200,
             max_response_mb: RmSettings::DEFAULT_MAX_RESPONSE_MB,
+            tls: Default::default(),
+            kerberos: None,
         })
         .unwrap();
         let hub = Hub::new();

@@ -396,6 +396,8 @@ fn rm_client(url: &str) -> Result<RmClient, DemoError> {
         user_name: None,
         request_timeout_ms: 10_000,
         max_response_mb: RmSettings::DEFAULT_MAX_RESPONSE_MB,
+        tls: Default::default(),
+        kerberos: None,
     })
     .map_err(|e| DemoError::Io(format!("RM client: {e}")))
 }

@@ -34,7 +34,8 @@ use super::submission::BodyFormat;
 use super::tolerant::{Parsed, decode};
 use super::xml;
 use crate::cluster::{ApplicationAttemptId, ApplicationId, ContainerId, NodeId};
-use crate::config::settings::RmSettings;
+use crate::config::settings::{RmSettings, YarnTls};
+use crate::kerberos::{Spnego, asks_for_negotiate};
 use crate::resources::Resource;
 
 /// Requests one client keeps in flight at most, unless told otherwise.
@@ -54,6 +55,10 @@ struct Inner {
     rms: Vec<Rm>,
     user_name: Option<String>,
     http: reqwest::Client,
+    /// Kept for the proxy's own client.
+    tls: YarnTls,
+    /// SPNEGO instead of `user.name`, for a Kerberized RM.
+    spnego: Option<Spnego>,
     timeout: Duration,
     /// A larger answer is refused rather than buffered.
     max_response_bytes: usize,
@@ -257,12 +262,23 @@ impl RmClient {
                 ))
             })?;
         let timeout = Duration::from_millis(settings.request_timeout_ms);
-        let http = http_client(timeout, Some(timeout))?;
+        let http = http_client(&settings.tls, timeout, Some(timeout))?;
+        let spnego = settings
+            .kerberos
+            .as_ref()
+            .map(Spnego::new)
+            .transpose()
+            .map_err(|e| Error::Config(format!("yarn.preemptor.rm.kerberos.*: {e}")))?;
+        // Under SPNEGO the RM takes the user from the ticket; `user.name` would only
+        // confuse a reader of its logs.
+        let user_name = user_name.filter(|_| spnego.is_none());
         Ok(RmClient {
             inner: Arc::new(Inner {
                 rms,
                 user_name,
                 http,
+                tls: settings.tls.clone(),
+                spnego,
                 timeout,
                 max_response_bytes,
                 permits: Semaphore::new(max_in_flight),
@@ -285,6 +301,11 @@ impl RmClient {
 
     pub fn request_timeout(&self) -> Duration {
         self.inner.timeout
+    }
+
+    /// How the RMs' certificates are verified.
+    pub fn tls(&self) -> &YarnTls {
+        &self.inner.tls
     }
 
     pub fn stats(&self) -> ClientStats {
@@ -656,17 +677,30 @@ impl RmClient {
         // Bounded concurrency; a permit is never held across a failover probe.
         let _permit = self.inner.permits.acquire().await.ok();
         self.inner.requests.fetch_add(1, Ordering::Relaxed);
-        let mut req = self
-            .inner
-            .http
-            .request(call.method.clone(), url)
-            .header(ACCEPT, "application/json");
-        if let Some(body) = &call.body {
-            req = req
-                .header(CONTENT_TYPE, "application/json")
-                .body(body.clone());
-        }
-        let resp = req.send().await.map_err(&transport)?;
+        let build = || {
+            let req = self
+                .inner
+                .http
+                .request(call.method.clone(), url.clone())
+                .header(ACCEPT, "application/json");
+            match &call.body {
+                Some(body) => req
+                    .header(CONTENT_TYPE, "application/json")
+                    .body(body.clone()),
+                None => req,
+            }
+        };
+        let sent = self
+            .send_authenticated(&url, build)
+            .await
+            .map_err(|source| {
+                Failure::Other(Error::Kerberos {
+                    method: call.method.to_string(),
+                    url: shown.clone(),
+                    source: Box::new(source),
+                })
+            })?;
+        let resp = sent.map_err(&transport)?;
         let status = resp.status();
         if status == StatusCode::TEMPORARY_REDIRECT {
             let location = header_str(resp.headers(), LOCATION);
@@ -691,6 +725,18 @@ impl RmClient {
             format,
             body,
         })
+    }
+
+    /// The request `build` makes, with SPNEGO when the client has Kerberos settings.
+    async fn send_authenticated(
+        &self,
+        url: &Url,
+        build: impl Fn() -> reqwest::RequestBuilder,
+    ) -> Result<Result<reqwest::Response, reqwest::Error>, crate::kerberos::KerberosError> {
+        match &self.inner.spnego {
+            Some(spnego) => spnego.send(url, build).await,
+            None => Ok(build().send().await),
+        }
     }
 
     fn url(&self, rm: usize, call: &Call) -> Url {
@@ -811,19 +857,29 @@ impl RmClient {
     /// One RM's `haState` ("" when it reports none), or why it could not be read.
     async fn probe(&self, rm: usize) -> Result<String, String> {
         let call = Call::get(INFO_PATH.into(), Vec::new());
+        let url = self.url(rm, &call);
+        let build = || {
+            self.inner
+                .http
+                .get(url.clone())
+                .header(ACCEPT, "application/json")
+        };
         let resp = self
-            .inner
-            .http
-            .get(self.url(rm, &call))
-            .header(ACCEPT, "application/json")
-            .send()
+            .send_authenticated(&url, build)
             .await
+            .map_err(|e| e.to_string())?
             .map_err(|e| describe_reqwest(&e))?;
         let status = resp.status();
         if status == StatusCode::TEMPORARY_REDIRECT {
             return Err("standby (redirects)".into());
         }
         let content_type = header_str(resp.headers(), CONTENT_TYPE);
+        if status == StatusCode::UNAUTHORIZED && asks_for_negotiate(resp.headers()) {
+            return Err(match &self.inner.spnego {
+                None => "HTTP 401: the RM asks for Kerberos (SPNEGO); set yarn.preemptor.rm.kerberos.principal and yarn.preemptor.rm.kerberos.keytab".into(),
+                Some(s) => format!("HTTP 401: the RM refused the ticket of {}", s.principal()),
+            });
+        }
         if !status.is_success() {
             return Err(format!("HTTP {status}"));
         }
@@ -879,10 +935,12 @@ impl RmClient {
 /// exchange. Redirects are not followed: a standby's 307 is information, to be
 /// followed only to a configured RM.
 pub(super) fn http_client(
+    tls: &YarnTls,
     connect: Duration,
     total: Option<Duration>,
 ) -> Result<reqwest::Client, Error> {
-    let mut builder = crate::tls::http_client_builder()
+    let mut builder = crate::tls::yarn_client_builder(tls, "the RM CA file")
+        .map_err(|e| Error::Config(e.to_string()))?
         .connect_timeout(connect)
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy();
@@ -908,12 +966,13 @@ fn parse_address(address: &str) -> Result<Rm, Error> {
         format!("http://{}", address.trim())
     };
     let url = Url::parse(&with_scheme).map_err(|e| bad(&e.to_string()))?;
-    if url.scheme() != "http" {
-        return Err(bad("only http:// is supported by this build"));
+    let scheme = url.scheme();
+    if scheme != "http" && scheme != "https" {
+        return Err(bad("expected http:// or https://"));
     }
     let host = url.host_str().ok_or_else(|| bad("no host"))?;
     if !(url.path().is_empty() || url.path() == "/") || url.query().is_some() {
-        return Err(bad("expected http://host:port with no path"));
+        return Err(bad("expected http(s)://host:port with no path"));
     }
     let port = url.port_or_known_default().unwrap_or(80);
     let host = if host.contains(':') && !host.starts_with('[') {
@@ -922,7 +981,7 @@ fn parse_address(address: &str) -> Result<Rm, Error> {
         host.to_string()
     };
     Ok(Rm {
-        name: format!("http://{host}:{port}"),
+        name: format!("{scheme}://{host}:{port}"),
         url,
     })
 }
@@ -1045,7 +1104,7 @@ fn body_start(body: &[u8]) -> String {
 /// reqwest's message with its causes ("error sending request: ... Connection refused"),
 /// its URL without query or credentials: the proxy's errors are logged, and a query can
 /// carry a delegation token.
-pub(super) fn describe_reqwest(e: &reqwest::Error) -> String {
+pub(crate) fn describe_reqwest(e: &reqwest::Error) -> String {
     let mut out = if e.is_timeout() {
         "timed out".to_string()
     } else if e.is_connect() {
@@ -1098,15 +1157,20 @@ mod tests {
             user_name: Some("yarn".into()),
             request_timeout_ms: 1000,
             max_response_mb: RmSettings::DEFAULT_MAX_RESPONSE_MB,
+            tls: YarnTls::default(),
+            kerberos: None,
         }
     }
 
     #[test]
     fn addresses_are_normalised_and_bad_ones_refused() {
-        let c = RmClient::new(&settings(&["rm1:8088", "http://RM2:8088/"])).unwrap();
-        assert_eq!(c.addresses(), ["http://rm1:8088", "http://rm2:8088"]);
+        let c = RmClient::new(&settings(&["rm1:8088", "http://RM2:8088/", "https://rm3"])).unwrap();
+        assert_eq!(
+            c.addresses(),
+            ["http://rm1:8088", "http://rm2:8088", "https://rm3:443"]
+        );
         for bad in [
-            "https://rm:8090",
+            "ftp://rm:8090",
             "http://rm:8088/cluster",
             "http://:8088",
             "",

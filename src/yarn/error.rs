@@ -63,6 +63,14 @@ pub enum Error {
     UnsupportedScheduler(String),
     #[error("reverse proxy: {0}")]
     Serve(#[source] std::io::Error),
+    /// No SPNEGO token could be made: no ticket, a wrong keytab or principal.
+    #[error("{method} {url}: {source}")]
+    Kerberos {
+        method: String,
+        url: String,
+        #[source]
+        source: Box<crate::kerberos::KerberosError>,
+    },
 }
 
 impl Error {

@@ -84,7 +84,7 @@ impl RmProxy {
         let response_timeout = client.request_timeout();
         // No overall timeout: bodies stream for as long as they take. The RM must start
         // answering within the RM request timeout (see `forward`).
-        let http = http_client(response_timeout, None)?;
+        let http = http_client(client.tls(), response_timeout, None)?;
         Ok(RmProxy {
             client,
             http,
