@@ -41,7 +41,57 @@ fn spec(tasks: u32, duration_ms: u64) -> WorkloadSpec {
 async fn yarn_api_client_from_pypi_drives_every_endpoint() {
     let h = start_simulated(2).await;
     let out = run_client_script("drive_emulator.py", h.rm_url()).await;
+    check_every_endpoint(&h, &out);
+    h.shutdown().await.unwrap();
+}
 
+/// The same client run against the emulator in SPNEGO mode, with a keytab from a real
+/// MIT KDC: yarn-api-client authenticates through requests-gssapi (PyPI) with a ticket
+/// from `kinit`, and every call gives what it gives without Kerberos. The script also
+/// checks that a client without credentials is refused with 401.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn yarn_api_client_with_kerberos_drives_every_endpoint_in_spnego_mode() {
+    let test = "yarn_api_client_with_kerberos_drives_every_endpoint_in_spnego_mode";
+    let dir = tempfile::tempdir().unwrap();
+    let Some(kdc) = crate::kdc_support::Kdc::up(test, &dir.path().join("kdc")) else {
+        return;
+    };
+    let http_keytab = dir.path().join("http.keytab");
+    kdc.keytab(&http_keytab, &["HTTP/localhost"]);
+    let client_keytab = dir.path().join("client.keytab");
+    kdc.keytab(&client_keytab, &["alice"]);
+    let ccache = kdc.kinit(dir.path(), &client_keytab, &kdc.principal("alice"));
+
+    let mut config = EmulatorConfig::local(2, NODE, RuntimeChoice::Simulated);
+    config.heartbeat_interval = Duration::from_millis(100);
+    config.spnego = Some(std::sync::Arc::new(
+        preemptor::kerberos::SpnegoAcceptor::new(&http_keytab, Duration::from_secs(3600))
+            .expect("acceptor"),
+    ));
+    let h = Emulator::start(config).await.expect("emulator starts");
+    // The service principal is HTTP/localhost: the client must ask for that host.
+    let url = h.rm_url().replace("127.0.0.1", "localhost");
+    let out = crate::emulator_support::run_client_script_with_env(
+        "drive_emulator.py",
+        &url,
+        &[
+            ("PREEMPTOR_SPNEGO", "1".into()),
+            ("KRB5_CONFIG", kdc.krb5_conf.display().to_string()),
+            ("KRB5CCNAME", ccache),
+        ],
+    )
+    .await;
+    assert_eq!(
+        out["unauthenticated_status"], 401,
+        "{}",
+        out["unauthenticated_status"]
+    );
+    check_every_endpoint(&h, &out);
+    h.shutdown().await.unwrap();
+}
+
+/// What `drive_emulator.py` printed, against the emulator's own state.
+fn check_every_endpoint(h: &EmulatorHandle, out: &Value) {
     // cluster_information, cluster_metrics
     assert_eq!(out["info"]["clusterInfo"]["id"], h.cluster_timestamp());
     assert_eq!(out["info"]["clusterInfo"]["state"], "STARTED");
@@ -180,7 +230,6 @@ async fn yarn_api_client_from_pypi_drives_every_endpoint() {
         h.inspect(|s| s.apps[&id].state),
         YarnApplicationState::Killed
     );
-    h.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -118,6 +118,19 @@ pub async fn get_json(http: &reqwest::Client, url: &str) -> serde_json::Value {
 /// Runs one of `integration-tests/python/`'s third-party client scripts with `arg`, and
 /// returns the JSON object it prints.
 pub async fn run_client_script(script: &str, arg: &str) -> serde_json::Value {
+    run_client_script_with_env(script, arg, &[]).await
+}
+
+/// [`run_client_script`] with `env` added to the script's environment.
+pub async fn run_client_script_with_env(
+    script: &str,
+    arg: &str,
+    env: &[(&str, String)],
+) -> serde_json::Value {
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
     let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("integration-tests/python")
         .join(script);
@@ -126,6 +139,7 @@ pub async fn run_client_script(script: &str, arg: &str) -> serde_json::Value {
         std::process::Command::new(crate::common::python())
             .arg(&script)
             .arg(&arg)
+            .envs(env)
             .output()
     })
     .await

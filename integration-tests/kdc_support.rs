@@ -92,6 +92,26 @@ impl Kdc {
         body
     }
 
+    /// `kinit` as `principal` from `keytab` into a ticket cache under `dir`; its
+    /// `KRB5CCNAME`.
+    pub fn kinit(&self, dir: &Path, keytab: &Path, principal: &str) -> String {
+        let ccache = format!("FILE:{}", dir.join("kinit.ccache").display());
+        let out = Command::new("kinit")
+            .arg("-kt")
+            .arg(keytab)
+            .arg(principal)
+            .env("KRB5_CONFIG", &self.krb5_conf)
+            .env("KRB5CCNAME", &ccache)
+            .output()
+            .expect("kinit");
+        assert!(
+            out.status.success(),
+            "kinit: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ccache
+    }
+
     /// The HTTP status and body of a GET of `url`, with SPNEGO as `as_` (keytab,
     /// principal) when given, else with no credentials at all.
     pub fn curl_status(

@@ -33,6 +33,8 @@ use crate::config::settings::KerberosSettings;
 
 /// A keytab holds a few keys per principal; a larger file is not one.
 const MAX_KEYTAB_BYTES: u64 = 1 << 20;
+/// Cookies an acceptor honours at once, at most.
+const MAX_ISSUED_COOKIES: usize = 10_000;
 /// Hadoop's authentication cookie.
 const COOKIE_NAME: &str = "hadoop.auth";
 /// A cookie this close to its expiry is not sent: a request in flight when it expires
@@ -293,28 +295,34 @@ fn parse_auth_cookie(set_cookie: &str) -> Option<Option<(String, Option<SystemTi
 
 /// Initiator credentials for `principal` from `keytab`, cached in `ccache`.
 fn acquire_from_keytab(principal: &str, keytab: &Path, ccache: &CString) -> Result<Cred, String> {
+    let keytab = CString::new(keytab.to_string_lossy().as_bytes()).map_err(|e| e.to_string())?;
+    acquire_from_store(
+        Some(principal),
+        libgssapi_sys::GSS_C_INITIATE,
+        &[(c"client_keytab", &keytab), (c"ccache", ccache)],
+    )
+}
+
+/// Credentials from MIT's credential store (`gss_acquire_cred_from`): for `name` (or
+/// any name the store holds), to initiate or to accept.
+fn acquire_from_store(
+    name: Option<&str>,
+    usage: u32,
+    store: &[(&std::ffi::CStr, &CString)],
+) -> Result<Cred, String> {
     use libgssapi_sys as sys;
     use std::ptr;
 
-    let keytab = CString::new(keytab.to_string_lossy().as_bytes()).map_err(|e| e.to_string())?;
-    let (k_keytab, k_ccache) = (c"client_keytab", c"ccache");
-    let mut elements = [
-        sys::gss_key_value_element_struct {
-            key: k_keytab.as_ptr(),
-            value: keytab.as_ptr(),
-        },
-        sys::gss_key_value_element_struct {
-            key: k_ccache.as_ptr(),
-            value: ccache.as_ptr(),
-        },
-    ];
+    let mut elements: Vec<sys::gss_key_value_element_struct> = store
+        .iter()
+        .map(|(k, v)| sys::gss_key_value_element_struct {
+            key: k.as_ptr(),
+            value: v.as_ptr(),
+        })
+        .collect();
     let store = sys::gss_key_value_set_struct {
         count: elements.len() as u32,
         elements: elements.as_mut_ptr(),
-    };
-    let mut name_buf = sys::gss_buffer_desc_struct {
-        length: principal.len(),
-        value: principal.as_ptr() as *mut std::ffi::c_void,
     };
     let error = |major: u32, minor: u32| {
         libgssapi::error::Error {
@@ -324,38 +332,183 @@ fn acquire_from_keytab(principal: &str, keytab: &Path, ccache: &CString) -> Resu
         .to_string()
     };
     // SAFETY: every pointer passed lives until the calls return (`elements`, `store`,
-    // `name_buf` and the CStrings they point into); GSSAPI copies what it keeps. The name
+    // `name_buf` and the strings they point into); GSSAPI copies what it keeps. The name
     // is released here, the credential by `Cred`'s Drop.
     unsafe {
         let mut minor = 0;
-        let mut name: sys::gss_name_t = ptr::null_mut();
-        let major = sys::gss_import_name(
-            &mut minor,
-            &mut name_buf,
-            sys::GSS_C_NT_USER_NAME,
-            &mut name,
-        );
-        if major != sys::GSS_S_COMPLETE {
-            return Err(format!("the principal: {}", error(major, minor)));
+        let mut gss_name: sys::gss_name_t = ptr::null_mut();
+        if let Some(name) = name {
+            let mut name_buf = sys::gss_buffer_desc_struct {
+                length: name.len(),
+                value: name.as_ptr() as *mut std::ffi::c_void,
+            };
+            let major = sys::gss_import_name(
+                &mut minor,
+                &mut name_buf,
+                sys::GSS_C_NT_USER_NAME,
+                &mut gss_name,
+            );
+            if major != sys::GSS_S_COMPLETE {
+                return Err(format!("the principal: {}", error(major, minor)));
+            }
         }
         let mut cred: sys::gss_cred_id_t = ptr::null_mut();
         let major = sys::gss_acquire_cred_from(
             &mut minor,
-            name,
+            gss_name,
             sys::_GSS_C_INDEFINITE,
             ptr::null_mut(),
-            sys::GSS_C_INITIATE as sys::gss_cred_usage_t,
+            usage as sys::gss_cred_usage_t,
             &store,
             &mut cred,
             ptr::null_mut(),
             ptr::null_mut(),
         );
-        let mut ignored = 0;
-        sys::gss_release_name(&mut ignored, &mut name);
+        if !gss_name.is_null() {
+            let mut ignored = 0;
+            sys::gss_release_name(&mut ignored, &mut gss_name);
+        }
         if major != sys::GSS_S_COMPLETE {
             return Err(error(major, minor));
         }
         Ok(Cred::from(cred))
+    }
+}
+
+/// The server side of SPNEGO, for the emulator's SPNEGO mode: accepts tokens for any
+/// service principal in a keytab, and answers a good one with a `hadoop.auth` cookie in
+/// Hadoop's format that it honours until it expires.
+pub struct SpnegoAcceptor {
+    keytab: PathBuf,
+    cred: Cred,
+    cookie_life: Duration,
+    /// Issued cookie value -> its principal and expiry.
+    issued: Mutex<HashMap<String, (String, SystemTime)>>,
+}
+
+impl std::fmt::Debug for SpnegoAcceptor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpnegoAcceptor")
+            .field("keytab", &self.keytab)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What [`SpnegoAcceptor::accept`] concluded.
+#[derive(Debug)]
+pub enum Accepted {
+    /// The caller is `principal`; `cookie` is a `Set-Cookie` value to return when a
+    /// token was accepted, `reply` GSSAPI's answer token (`Negotiate <reply>`).
+    Yes {
+        principal: String,
+        cookie: Option<String>,
+        reply: Option<String>,
+    },
+    /// No credentials, or ones that do not verify (the reason, for the log).
+    No(Option<String>),
+}
+
+impl SpnegoAcceptor {
+    /// An acceptor for the keys in `keytab` (chmod 600, as every secret file).
+    pub fn new(keytab: &Path, cookie_life: Duration) -> Result<SpnegoAcceptor, KerberosError> {
+        read_secret_file(keytab, "Kerberos keytab", MAX_KEYTAB_BYTES)?;
+        let path = CString::new(keytab.to_string_lossy().as_bytes()).map_err(|_| {
+            KerberosError::Principal {
+                principal: String::new(),
+                reason: "the keytab path contains a NUL byte".into(),
+            }
+        })?;
+        let cred = acquire_from_store(None, libgssapi_sys::GSS_C_ACCEPT, &[(c"keytab", &path)])
+            .map_err(|reason| KerberosError::Ticket {
+                host: "(acceptor)".into(),
+                principal: "any service principal".into(),
+                keytab: keytab.to_path_buf(),
+                reason,
+            })?;
+        Ok(SpnegoAcceptor {
+            keytab: keytab.to_path_buf(),
+            cred,
+            cookie_life,
+            issued: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn keytab(&self) -> &Path {
+        &self.keytab
+    }
+
+    /// Judges a request by its `Authorization` and `Cookie` headers. Blocking (GSSAPI
+    /// may read the keytab): call from a blocking thread.
+    pub fn accept(&self, authorization: Option<&str>, cookies: &[&str]) -> Accepted {
+        let now = SystemTime::now();
+        {
+            let mut issued = lock(&self.issued);
+            issued.retain(|_, (_, expires)| *expires > now);
+            for c in cookies.iter().flat_map(|h| h.split(';')) {
+                if let Some(v) = c.trim().strip_prefix("hadoop.auth=")
+                    && let Some((principal, _)) = issued.get(v)
+                {
+                    return Accepted::Yes {
+                        principal: principal.clone(),
+                        cookie: None,
+                        reply: None,
+                    };
+                }
+            }
+        }
+        let Some(token) = authorization
+            .and_then(|a| a.trim().strip_prefix("Negotiate "))
+            .map(str::trim)
+        else {
+            return Accepted::No(None);
+        };
+        let token = match base64::engine::general_purpose::STANDARD.decode(token) {
+            Ok(t) => t,
+            Err(e) => return Accepted::No(Some(format!("the token is not base64: {e}"))),
+        };
+        use libgssapi::context::{SecurityContext, ServerCtx};
+        let mut ctx = ServerCtx::new(Some(self.cred.clone()));
+        let reply = match ctx.step(&token) {
+            Ok(reply) => reply,
+            Err(e) => return Accepted::No(Some(e.to_string())),
+        };
+        if !ctx.is_complete() {
+            return Accepted::No(Some("the token needs more than one round".into()));
+        }
+        let principal = match ctx.source_name() {
+            Ok(n) => n.to_string(),
+            Err(e) => return Accepted::No(Some(e.to_string())),
+        };
+        let mut secret = [0u8; 16];
+        if let Err(e) = getrandom::fill(&mut secret) {
+            return Accepted::No(Some(format!("no random cookie: {e}")));
+        }
+        let expires = now + self.cookie_life;
+        let ms = expires
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let short = principal.split(['/', '@']).next().unwrap_or_default();
+        let signature: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+        let value = format!("\"u={short}&p={principal}&t=kerberos&e={ms}&s={signature}\"");
+        {
+            let mut issued = lock(&self.issued);
+            // Clients that never send the cookie back get one per request: keep the
+            // newest, not all of them for the whole validity.
+            if issued.len() >= MAX_ISSUED_COOKIES
+                && let Some(oldest) = issued
+                    .iter()
+                    .min_by_key(|(_, (_, e))| *e)
+                    .map(|(k, _)| k.clone())
+            {
+                issued.remove(&oldest);
+            }
+            issued.insert(value.clone(), (principal.clone(), expires));
+        }
+        Accepted::Yes {
+            principal,
+            cookie: Some(format!("hadoop.auth={value}; Path=/; HttpOnly")),
+            reply: reply.map(|r| base64::engine::general_purpose::STANDARD.encode(&*r)),
+        }
     }
 }
 

@@ -3,9 +3,11 @@ what every call returned as one JSON object; the Rust test compares it with the
 emulator's state.
 
 Usage: python3 drive_emulator.py RM_URL
+With PREEMPTOR_SPNEGO set, the RM is called with Kerberos (requests-gssapi).
 """
 
 import json
+import os
 import sys
 
 from yarn_api_client.node_manager import NodeManager
@@ -21,8 +23,17 @@ def containers_of(rm, app_id, attempt_id):
 
 def main():
     rm_url = sys.argv[1]
-    rm = ResourceManager(service_endpoints=[rm_url], timeout=10)
     out = {}
+    auth = None
+    if os.environ.get("PREEMPTOR_SPNEGO"):
+        # The emulator's SPNEGO mode: Kerberos through requests-gssapi, with the ticket
+        # in KRB5CCNAME; first a call without credentials, which must be refused.
+        import requests
+        from requests_gssapi import HTTPSPNEGOAuth
+
+        out["unauthenticated_status"] = requests.get(rm_url + "/ws/v1/cluster/info", timeout=10).status_code
+        auth = HTTPSPNEGOAuth()
+    rm = ResourceManager(service_endpoints=[rm_url], timeout=10, auth=auth)
     out["info"] = rm.cluster_information().data
     out["metrics"] = rm.cluster_metrics().data
     out["scheduler"] = rm.cluster_scheduler().data

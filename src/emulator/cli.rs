@@ -110,7 +110,17 @@ pub struct EmulateArgs {
     /// preemptor-workload binary next to this program when omitted.
     #[arg(long)]
     pub image: Option<String>,
+    /// SPNEGO mode: the RM's REST API takes only Kerberos callers, as an RM with
+    /// hadoop.http.authentication.type=kerberos does: a Negotiate token for a service
+    /// principal in this keytab (HTTP/<host>@REALM, chmod 600), or the hadoop.auth
+    /// cookie the emulator issued for one. The KDC comes from /etc/krb5.conf or
+    /// KRB5_CONFIG.
+    #[arg(long, value_name = "KEYTAB")]
+    pub spnego_keytab: Option<PathBuf>,
 }
+
+/// How long an issued hadoop.auth cookie is honoured (Hadoop's default validity).
+const SPNEGO_COOKIE_LIFE: Duration = Duration::from_secs(36_000);
 
 const DEFAULT_CONF_DIR: &str = "hadoop-conf";
 
@@ -223,10 +233,23 @@ pub async fn run(args: EmulateArgs) -> Result<(), EmulatorError> {
         heartbeat_interval: Duration::from_millis(args.heartbeat_ms),
         min_allocation: Resource::new(1024, 1),
         remote,
+        spnego: args
+            .spnego_keytab
+            .as_deref()
+            .map(|k| crate::kerberos::SpnegoAcceptor::new(k, SPNEGO_COOKIE_LIFE))
+            .transpose()
+            .map_err(|e| EmulatorError::Config(format!("--spnego-keytab: {e}")))?
+            .map(std::sync::Arc::new),
     };
     let handle = Emulator::start(config).await?;
     println!("Preemptor YARN emulator");
     println!("  ResourceManager  {}", handle.rm_url());
+    if let Some(k) = &args.spnego_keytab {
+        println!(
+            "  authentication   SPNEGO (Kerberos), keys from {}",
+            k.display()
+        );
+    }
     for n in handle.nodes() {
         println!("  NodeManager      {}  (node id {})", n.url, n.id);
     }

@@ -18,6 +18,7 @@ pub mod remote;
 pub mod rest;
 mod rm_api;
 pub mod runtime;
+mod spnego;
 pub mod state;
 pub mod stats;
 pub mod timeouts;
@@ -87,6 +88,8 @@ pub struct EmulatorConfig {
     /// NodeManager processes (`preemptor nodemanager`) to use instead of binding
     /// `nm_addrs`; `runtime` and `image` are then theirs to choose and are not used here.
     pub remote: Option<RemoteNodeManagers>,
+    /// SPNEGO mode: the RM web service takes only Kerberos callers (`spnego.rs`).
+    pub spnego: Option<Arc<crate::kerberos::SpnegoAcceptor>>,
 }
 
 /// The RM's side of NodeManagers running as processes of their own.
@@ -120,6 +123,7 @@ impl EmulatorConfig {
             heartbeat_interval: Duration::from_secs(1),
             min_allocation: Resource::new(1024, 1),
             remote: None,
+            spnego: None,
         }
     }
 }
@@ -524,7 +528,12 @@ impl Emulator {
             cpu_scale: config.cpu_scale,
             closing: AtomicBool::new(false),
         });
-        let rm_router = rm_api::router(cluster.clone());
+        let rm_router = match &config.spnego {
+            Some(acceptor) => rm_api::router(cluster.clone()).layer(
+                axum::middleware::from_fn_with_state(acceptor.clone(), spnego::guard),
+            ),
+            None => rm_api::router(cluster.clone()),
+        };
         let c = cancel.clone();
         tracker.spawn(async move {
             if let Err(e) = axum::serve(rm_listener, rm_router)
