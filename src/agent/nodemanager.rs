@@ -196,6 +196,31 @@ mod tests {
     }
 
     #[test]
+    fn a_kerberos_keytab_others_can_read_is_refused_at_start() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let keytab = dir.path().join("agent.keytab");
+        std::fs::write(&keytab, b"\x05\x02").unwrap();
+        std::fs::set_permissions(&keytab, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let kerberos = KerberosSettings {
+            principal: "preemptor/nm1@EXAMPLE.COM".into(),
+            keytab: keytab.clone(),
+        };
+        let nm = || NodeManager::new("https://nm1:8044", t1(), &YarnTls::default()).unwrap();
+        let e = nm().with_kerberos(Some(&kerberos)).unwrap_err();
+        assert!(matches!(e, NodeManagerError::Kerberos(_)), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("--nodemanager-principal/--nodemanager-keytab: "),
+            "{e}"
+        );
+        assert!(e.to_string().contains("chmod 600"), "{e}");
+        std::fs::set_permissions(&keytab, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(nm().with_kerberos(Some(&kerberos)).is_ok());
+        assert!(nm().with_kerberos(None).is_ok());
+    }
+
+    #[test]
     fn urls_are_checked() {
         let t = Duration::from_secs(1);
         let tls = YarnTls::default();
