@@ -167,7 +167,7 @@ fn processes_naming(dir: &Path) -> Vec<String> {
     found
 }
 
-pub(crate) async fn get_json(url: &str, token: Option<&str>) -> Value {
+async fn get_json(url: &str, token: Option<&str>) -> Value {
     let http = preemptor::tls::http_client_builder()
         .build()
         .expect("HTTP client");
@@ -185,7 +185,7 @@ pub(crate) async fn get_json(url: &str, token: Option<&str>) -> Value {
         .unwrap_or_else(|e| panic!("GET {url}: {e}"))
 }
 
-pub(crate) async fn wait_for<T, F, Fut>(what: &str, limit: Duration, mut f: F) -> T
+async fn wait_for<T, F, Fut>(what: &str, limit: Duration, mut f: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -198,6 +198,26 @@ where
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// The controller's status once it has read the RM's queues.
+pub(crate) async fn status_with_queues(status_url: &str) -> Value {
+    wait_for("a status with queues", Duration::from_secs(30), || async {
+        let s = get_json(status_url, Some("api-token")).await;
+        (s["rmReachable"] == true && s["queues"].as_array().is_some_and(|q| !q.is_empty()))
+            .then_some(s)
+    })
+    .await
+}
+
+/// The queue paths of a controller status, in order.
+pub(crate) fn queue_paths(status: &Value) -> Vec<&str> {
+    status["queues"]
+        .as_array()
+        .expect("queues")
+        .iter()
+        .filter_map(|q| q["path"].as_str())
+        .collect()
 }
 
 /// A runtime as the agent and controller binaries run theirs.
@@ -283,20 +303,9 @@ fn the_controller_follows_the_real_rm_queues_and_rpc_submissions() {
         let api = controller.api_url().expect("api url");
         let status_url = format!("{api}/api/v1/status");
 
-        let status = wait_for("a status with queues", Duration::from_secs(30), || async {
-            let s = get_json(&status_url, Some("api-token")).await;
-            (s["rmReachable"] == true && s["queues"].as_array().is_some_and(|q| !q.is_empty()))
-                .then_some(s)
-        })
-        .await;
-        let paths: Vec<&str> = status["queues"]
-            .as_array()
-            .expect("queues")
-            .iter()
-            .filter_map(|q| q["path"].as_str())
-            .collect();
+        let status = status_with_queues(&status_url).await;
         assert_eq!(
-            paths,
+            queue_paths(&status),
             ["root", "root.interactive", "root.batch"],
             "{status}"
         );

@@ -20,8 +20,8 @@ use preemptor::yarn::RmClient;
 use serde_json::Value;
 
 use crate::hadoop_real::{
-    Cluster, ControllerProcess, DICE_QUEUES, RM_QUEUES, SHIPPED_QUEUES, closed_port, get_json,
-    wait_for,
+    Cluster, ControllerProcess, DICE_QUEUES, RM_QUEUES, SHIPPED_QUEUES, closed_port, queue_paths,
+    status_with_queues,
 };
 use crate::kdc_support::Kdc;
 
@@ -132,26 +132,18 @@ fn the_controller_reads_a_real_https_rm_and_a_wrong_ca_names_the_host() {
         .await
         .expect("controller starts");
         let status_url = format!("{}/api/v1/status", controller.api_url().expect("api url"));
-        let status = wait_for("a status with queues", Duration::from_secs(30), || async {
-            let s = get_json(&status_url, Some("api-token")).await;
-            (s["rmReachable"] == true && s["queues"].as_array().is_some_and(|q| !q.is_empty()))
-                .then_some(s)
-        })
-        .await;
-        let paths: Vec<&str> = status["queues"]
-            .as_array()
-            .expect("queues")
-            .iter()
-            .filter_map(|q| q["path"].as_str())
-            .collect();
+        let status = status_with_queues(&status_url).await;
         assert_eq!(
-            paths,
+            queue_paths(&status),
             ["root", "root.interactive", "root.batch"],
             "{status}"
         );
         controller.shutdown(true).await.expect("controller stops");
     });
 }
+
+/// The lifetime of the controller principal's tickets in the Kerberos test.
+const TICKET_LIFE_SECS: u64 = 30;
 
 /// A loopback port free a moment ago, for a controller API the test must find.
 fn free_port() -> u16 {
@@ -208,8 +200,9 @@ fn the_controller_acts_on_a_kerberized_https_rm_and_refuses_a_wrong_identity() {
     };
     let http_keytab = d.join("http.keytab");
     kdc.keytab(&http_keytab, &["HTTP/localhost"]);
+    // Tickets of 30 s: the controller must get new ones from the keytab as it runs.
     let keytab = d.join("preemptor.keytab");
-    kdc.keytab(&keytab, &["preemptor"]);
+    kdc.keytab_with_life(&keytab, &["preemptor"], Some(TICKET_LIFE_SECS));
     let expired_keytab = d.join("expired.keytab");
     kdc.keytab(&expired_keytab, &["expired"]);
     kdc.expire("expired");
@@ -237,6 +230,9 @@ fn the_controller_acts_on_a_kerberized_https_rm_and_refuses_a_wrong_identity() {
         "yarn.node-labels.enabled=true",
         "--set",
         "yarn.node-labels.configuration-type=centralized",
+        // hadoop.auth cookies of 10 s, so that tokens are made all along.
+        "--set",
+        "hadoop.http.authentication.token.validity=10",
     ];
     let Some(c) = Cluster::up(test, DICE_QUEUES, &args) else {
         return;
@@ -400,12 +396,7 @@ fn the_controller_acts_on_a_kerberized_https_rm_and_refuses_a_wrong_identity() {
             })
         },
     );
-    let paths: Vec<&str> = s["queues"]
-        .as_array()
-        .expect("queues")
-        .iter()
-        .filter_map(|q| q["path"].as_str())
-        .collect();
+    let paths = queue_paths(&s);
     assert_eq!(paths, ["root", "root.short", "root.long"], "{s}");
     let made = poll("the label on the RM", Duration::from_secs(30), || {
         let v = labels();
@@ -419,6 +410,30 @@ fn the_controller_acts_on_a_kerberized_https_rm_and_refuses_a_wrong_identity() {
     assert!(body.contains("clusterInfo"), "{body}");
     let (code, body) = kdc.curl_status(d, None, None, &through_proxy);
     assert_eq!(code, 401, "the proxy added credentials: {body}");
+    // Three ticket lives: every new token needs a service ticket, and after the first
+    // life a new TGT from the keytab. The RM must answer all along.
+    let kdc_log_before = kdc.log().len();
+    let until = Instant::now() + Duration::from_secs(3 * TICKET_LIFE_SECS);
+    while Instant::now() < until {
+        std::thread::sleep(Duration::from_secs(2));
+        let l = read(&log);
+        assert!(
+            !l.contains("ResourceManager unreachable"),
+            "the RM was lost as tickets expired:\n{l}"
+        );
+    }
+    let s = status(port).expect("the controller's status");
+    assert_eq!(s["rmReachable"], true, "{s}");
+    // Nothing else asked the KDC meanwhile: these are the controller's new tickets.
+    let new_tgts = kdc.log()[kdc_log_before..]
+        .lines()
+        .filter(|l| l.contains("AS_REQ") && l.contains(&principal))
+        .count();
+    assert!(
+        new_tgts >= 2,
+        "{new_tgts} new TGTs for {principal} in three ticket lives"
+    );
+
     // SAFETY: kill(2) on the child's pid.
     unsafe { libc::kill(controller.0.id() as i32, libc::SIGTERM) };
     let exit = poll("the controller to stop", Duration::from_secs(60), || {

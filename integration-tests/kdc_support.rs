@@ -52,10 +52,18 @@ impl Kdc {
 
     /// Adds `principals` (without a realm: the KDC's) and exports them into `keytab`.
     pub fn keytab(&self, keytab: &Path, principals: &[&str]) {
-        let mut args = vec!["principal"];
-        args.extend_from_slice(principals);
-        let keytab = keytab.to_string_lossy();
-        args.extend_from_slice(&["--keytab", &keytab]);
+        self.keytab_with_life(keytab, principals, None);
+    }
+
+    /// [`Kdc::keytab`], with the principals' tickets lasting at most `max_life`.
+    pub fn keytab_with_life(&self, keytab: &Path, principals: &[&str], max_life: Option<u64>) {
+        let mut args = vec!["principal".to_string()];
+        args.extend(principals.iter().map(|p| p.to_string()));
+        args.extend(["--keytab".to_string(), keytab.display().to_string()]);
+        if let Some(secs) = max_life {
+            args.extend(["--max-life".to_string(), secs.to_string()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         self.run(&args);
     }
 
@@ -76,6 +84,11 @@ impl Kdc {
             out.status.success() && !said.contains("rror"),
             "kadmin.local modprinc -expire {name}: {said}"
         );
+    }
+
+    /// The KDC's log so far (`krb5kdc.log`: one line per AS_REQ and TGS_REQ).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.work.join("logs").join("krb5kdc.log")).unwrap_or_default()
     }
 
     /// `name@REALM`.
@@ -121,7 +134,6 @@ impl Kdc {
         ca: Option<&Path>,
         url: &str,
     ) -> (u16, String) {
-        let ccache = format!("FILE:{}", dir.join("curl.ccache").display());
         let mut curl = Command::new("curl");
         curl.args([
             "-sS",
@@ -130,23 +142,19 @@ impl Kdc {
             "-H",
             "Accept: application/json",
         ])
-        .env("KRB5_CONFIG", &self.krb5_conf)
-        .env("KRB5CCNAME", &ccache);
-        if let Some((keytab, principal)) = as_ {
-            let kinit = Command::new("kinit")
-                .arg("-kt")
-                .arg(keytab)
-                .arg(principal)
-                .env("KRB5_CONFIG", &self.krb5_conf)
-                .env("KRB5CCNAME", &ccache)
-                .output()
-                .expect("kinit");
-            assert!(
-                kinit.status.success(),
-                "kinit: {}",
-                String::from_utf8_lossy(&kinit.stderr)
-            );
-            curl.args(["--negotiate", "-u", ":"]);
+        .env("KRB5_CONFIG", &self.krb5_conf);
+        match as_ {
+            Some((keytab, principal)) => {
+                curl.env("KRB5CCNAME", self.kinit(dir, keytab, principal))
+                    .args(["--negotiate", "-u", ":"]);
+            }
+            // An empty ticket cache, never the machine's default one.
+            None => {
+                curl.env(
+                    "KRB5CCNAME",
+                    format!("FILE:{}", dir.join("none.ccache").display()),
+                );
+            }
         }
         if let Some(ca) = ca {
             curl.arg("--cacert").arg(ca);
