@@ -413,9 +413,11 @@ impl SpnegoAcceptor {
     pub fn new(keytab: &Path, cookie_life: Duration) -> Result<SpnegoAcceptor, KerberosError> {
         read_secret_file(keytab, "Kerberos keytab", MAX_KEYTAB_BYTES)?;
         let path = CString::new(keytab.to_string_lossy().as_bytes()).map_err(|_| {
-            KerberosError::Principal {
-                principal: String::new(),
-                reason: "the keytab path contains a NUL byte".into(),
+            KerberosError::Ticket {
+                host: "(acceptor)".into(),
+                principal: "any service principal".into(),
+                keytab: keytab.to_path_buf(),
+                reason: "the path contains a NUL byte".into(),
             }
         })?;
         let cred = acquire_from_store(None, libgssapi_sys::GSS_C_ACCEPT, &[(c"keytab", &path)])
@@ -431,10 +433,6 @@ impl SpnegoAcceptor {
             cookie_life,
             issued: Mutex::new(HashMap::new()),
         })
-    }
-
-    pub fn keytab(&self) -> &Path {
-        &self.keytab
     }
 
     /// Judges a request by its `Authorization` and `Cookie` headers. Blocking (GSSAPI
