@@ -5,7 +5,9 @@
 //! `libgssapi` crate. Credentials come from the keytab through MIT's credential-store
 //! extension (`gss_acquire_cred_from` with `client_keytab` and a private `MEMORY:` ccache),
 //! so that nothing process-wide (`KRB5CCNAME`, `KRB5_CLIENT_KTNAME`) is set: MIT gets the
-//! initial ticket from the keytab when it is needed and a new one before the old expires.
+//! initial ticket from the keytab when it is needed and a new one once half its life is
+//! gone. MIT refreshes only when a credential is acquired, not while one is held, so the
+//! credential is acquired anew (from the ccache, cheap) for every token.
 //! `libgssapi` wraps every other call; this one it does not, hence the one `unsafe` block.
 //!
 //! Hadoop answers a good token with its signed `hadoop.auth` cookie; it is sent instead of
@@ -72,8 +74,8 @@ struct Inner {
     keytab: PathBuf,
     /// `MEMORY:` ccache private to this client.
     ccache: CString,
-    /// Acquired on first use; dropped after a failure so that the next use starts over.
-    cred: Mutex<Option<Cred>>,
+    /// Held while acquiring, so that one refresh from the keytab serves all callers.
+    acquiring: Mutex<()>,
     /// Origin (`https://host:port`) -> `hadoop.auth=...` and when it expires.
     cookies: Mutex<HashMap<String, (String, Option<SystemTime>)>>,
 }
@@ -123,7 +125,7 @@ impl Spnego {
                 principal,
                 keytab: settings.keytab.clone(),
                 ccache,
-                cred: Mutex::new(None),
+                acquiring: Mutex::new(()),
                 cookies: Mutex::new(HashMap::new()),
             }),
         })
@@ -172,14 +174,9 @@ impl Spnego {
         let host = url.host_str().unwrap_or_default().trim_matches(['[', ']']);
         let host = host.to_string();
         let this = self.clone();
-        let result = tokio::task::spawn_blocking(move || this.token_blocking(&host))
+        tokio::task::spawn_blocking(move || this.token_blocking(&host))
             .await
-            .map_err(|e| KerberosError::Task(e.to_string()))?;
-        if result.is_err() {
-            // A keytab replaced on disk, a KDC back: the next attempt starts over.
-            *lock(&self.inner.cred) = None;
-        }
-        result
+            .map_err(|e| KerberosError::Task(e.to_string()))?
     }
 
     fn token_blocking(&self, host: &str) -> Result<HeaderValue, KerberosError> {
@@ -190,20 +187,13 @@ impl Spnego {
             reason,
         };
         let cred = {
-            let mut slot = lock(&self.inner.cred);
-            match slot.as_ref() {
-                Some(c) => c.clone(),
-                None => {
-                    let c = acquire_from_keytab(
-                        &self.inner.principal,
-                        &self.inner.keytab,
-                        &self.inner.ccache,
-                    )
-                    .map_err(&failed)?;
-                    *slot = Some(c.clone());
-                    c
-                }
-            }
+            let _one_at_a_time = lock(&self.inner.acquiring);
+            acquire_from_keytab(
+                &self.inner.principal,
+                &self.inner.keytab,
+                &self.inner.ccache,
+            )
+            .map_err(&failed)?
         };
         let target = Name::new(
             format!("HTTP@{host}").as_bytes(),
