@@ -29,7 +29,7 @@ use super::json::{ChecksJson, JobJson, Percentiles, PolicyJson, policy_json};
 use super::report::PolicySummary;
 use super::run::{LocalAgent, TempDir, machine_has_swap, random_token, unique_temp_dir};
 use super::{DemoError, DemoPolicy};
-use crate::controller::hub::{ControllerEvent, Metrics, Outcome};
+use crate::controller::hub::{ControllerEvent, Outcome};
 use crate::controller::{ControllerConfig, ControllerHandle};
 use procs::{CLUSTER_MARKER, Client, Cluster, ClusterSpec};
 use workload::Tools;
@@ -500,13 +500,7 @@ fn controller_config(
     token: &str,
     state_dir: &Path,
 ) -> Result<ControllerConfig, DemoError> {
-    let (mut settings, queues) = super::run_settings(
-        &config.conf,
-        kind,
-        config.seed,
-        config.workload.short_interval,
-        rm,
-    );
+    let (mut settings, queues) = super::run_settings(&config.conf, kind, config.seed, rm);
     settings.controller.state_dir = state_dir.to_path_buf();
     if !machine_has_swap() {
         // Without swap a memory cut under use is refused: suspend takes CPU only.
@@ -776,6 +770,11 @@ async fn run_policy(
         cgroups_restored: true,
         ..ChecksJson::default()
     };
+    // The controller's own accounting (reclaimed resources, failed actions), read
+    // before the shutdown resumes everything.
+    let metrics = (controller.as_ref())
+        .map(|c| c.hub().metrics())
+        .unwrap_or_default();
     if let Some(c) = controller {
         match c.shutdown(false).await {
             Ok(r) => {
@@ -833,15 +832,11 @@ async fn run_policy(
     checks.capacities_restored = capacity_problems.is_empty();
     checks.problems.extend(capacity_problems);
 
-    let mut metrics = Metrics::default();
     let name = policy.to_string();
     let preemptions = match policy {
         DemoPolicy::Yarn => jobs.iter().map(|j| j.yarn_preempted_containers).sum(),
         DemoPolicy::Preemptor(_) => log.preemptions,
     };
-    metrics
-        .actions
-        .insert((name.clone(), "preempt".into()), preemptions);
     let mut summary = PolicySummary::new(&name, &records, &metrics, crate::emulator::now_ms());
     summary.preemptions = preemptions;
     // A job fails if YARN says so, its client failed, or a query's answer was wrong.
