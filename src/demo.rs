@@ -321,7 +321,6 @@ pub(crate) fn run_settings(
     conf: &LoadedConfig,
     kind: PolicyKind,
     seed: u64,
-    burst: Duration,
     rm: &str,
 ) -> (
     crate::config::settings::PreemptorSettings,
@@ -329,14 +328,14 @@ pub(crate) fn run_settings(
 ) {
     let mut settings = conf.settings.clone();
     settings.policy.kind = kind;
-    settings.policy.monitoring_interval_ms = 1000;
+    settings.policy.monitoring_interval_ms = DEMO_INTERVAL_MS;
     settings.policy.observe_only = false;
     settings.policy.seed = seed;
     // YARN's per-round budgets (10% a round, 20% of the need) are for big clusters; on
     // eight containers they round down to nothing. Whole containers per round.
     settings.policy.total_preemption_per_round = 1.0;
     settings.policy.natural_termination_factor = 1.0;
-    scale_dice_to_bursts(&mut settings.policy.dice, burst);
+    scale_dice_to_demo(&mut settings.policy.dice, DEMO_INTERVAL_MS);
     settings.rm.addresses = vec![rm.to_string()];
     settings.agent.lease_timeout_ms = AGENT_LEASE.as_millis() as u64;
     // Squeezing a container's memory can take seconds on a busy two-core machine.
@@ -349,17 +348,21 @@ pub(crate) fn run_settings(
     (settings, queues)
 }
 
-/// Dice decides once per window (60 s by default, as long as a whole demo run), and only
-/// what waits when a window closes counts as waiting: a quarter of a burst interval
-/// instead (at least 1 s), so that windows close while a burst's tasks still wait, and
-/// MaxTaskWaitingTime cut in the same proportion, so that the demo's seconds-long waits
-/// weigh in a window as the paper's minutes do in its 60 s.
-pub(crate) fn scale_dice_to_bursts(
+/// The demo's monitoring interval.
+const DEMO_INTERVAL_MS: u64 = 1000;
+
+/// Dice's window is its reaction time: only what waits when a window closes counts, and
+/// a short task that meets a full cluster waits at least until the next window. The
+/// paper's 60 s window is shorter than its short tasks (cutoff 90.58 s on Yahoo) and far
+/// shorter than the waits it cuts (spikes of 3,000 s). A demo query runs for about a
+/// second and waits at most about one long task, a few seconds, so the window in the
+/// same proportion is one monitoring interval, the shortest a window can be.
+/// MaxTaskWaitingTime is cut in the same proportion.
+pub(crate) fn scale_dice_to_demo(
     dice: &mut crate::config::settings::DiceSettings,
-    burst: Duration,
+    interval_ms: u64,
 ) {
-    let quarter_ms = u64::try_from(burst.as_millis() / 4).unwrap_or(u64::MAX);
-    let window_ms = dice.window_ms.min(quarter_ms.max(1000));
+    let window_ms = dice.window_ms.min(interval_ms.max(1));
     if window_ms < dice.window_ms {
         let scaled = dice.max_task_waiting_ms as u128 * window_ms as u128 / dice.window_ms as u128;
         dice.max_task_waiting_ms = u64::try_from(scaled).unwrap_or(u64::MAX).max(1);
@@ -517,16 +520,16 @@ mod tests {
     }
 
     #[test]
-    fn dices_window_and_max_wait_shrink_together_to_a_burst() {
+    fn dices_window_and_max_wait_shrink_together_to_the_interval() {
         let mut d = crate::config::settings::PolicySettings::default().dice;
         assert_eq!((d.window_ms, d.max_task_waiting_ms), (60_000, 30_000));
-        scale_dice_to_bursts(&mut d, Duration::from_secs(22));
-        assert_eq!((d.window_ms, d.max_task_waiting_ms), (5_500, 2_750));
-        // A window already a quarter burst or shorter is kept.
-        scale_dice_to_bursts(&mut d, Duration::from_secs(90));
-        assert_eq!((d.window_ms, d.max_task_waiting_ms), (5_500, 2_750));
-        scale_dice_to_bursts(&mut d, Duration::ZERO);
+        scale_dice_to_demo(&mut d, 1_000);
         assert_eq!((d.window_ms, d.max_task_waiting_ms), (1_000, 500));
+        // A window already an interval or shorter is kept.
+        scale_dice_to_demo(&mut d, 90_000);
+        assert_eq!((d.window_ms, d.max_task_waiting_ms), (1_000, 500));
+        scale_dice_to_demo(&mut d, 0);
+        assert_eq!((d.window_ms, d.max_task_waiting_ms), (1, 1));
     }
 
     fn parse(args: &[&str]) -> Result<DemoArgs, String> {

@@ -288,13 +288,8 @@ fn controller_config(
     actuator: Option<Arc<dyn Actuator>>,
     keep_memory: bool,
 ) -> Result<ControllerConfig, DemoError> {
-    let (mut settings, queues) = super::run_settings(
-        &config.conf,
-        policy,
-        config.seed,
-        config.burst_interval,
-        emu.rm_url(),
-    );
+    let (mut settings, queues) =
+        super::run_settings(&config.conf, policy, config.seed, emu.rm_url());
     if keep_memory {
         // The floor at the long tasks' allocation: the agent lowers CPU only.
         settings.policy.suspend.footprint.memory_mb =
