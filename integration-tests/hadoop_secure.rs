@@ -202,16 +202,23 @@ fn the_controller_acts_on_a_kerberized_https_rm_and_refuses_a_wrong_identity() {
     };
     let http_keytab = d.join("http.keytab");
     kdc.keytab(&http_keytab, &["HTTP/localhost"]);
-    // Tickets of 30 s: the controller must get new ones from the keytab as it runs.
+    // The controller is configured as preemptor/_HOST, as Hadoop's services are; the
+    // KDC knows it by this host's name. Short tickets: the controller must get new ones
+    // from the keytab as it runs.
+    let host = preemptor::kerberos::local_host_name()
+        .expect("this host's name")
+        .to_lowercase();
+    let instance = format!("preemptor/{host}");
     let keytab = d.join("preemptor.keytab");
-    kdc.keytab_with_life(&keytab, &["preemptor"], Some(TICKET_LIFE_SECS));
+    kdc.keytab_with_life(&keytab, &[&instance], Some(TICKET_LIFE_SECS));
     let expired_keytab = d.join("expired.keytab");
     kdc.keytab(&expired_keytab, &["expired"]);
     kdc.expire("expired");
     let expired = kdc.principal("expired");
     let wrong_keytab = d.join("wrong.keytab");
-    other_kdc.keytab(&wrong_keytab, &["preemptor"]);
-    let principal = kdc.principal("preemptor");
+    other_kdc.keytab(&wrong_keytab, &[&instance]);
+    let principal = kdc.principal(&instance);
+    let configured = kdc.principal("preemptor/_HOST");
 
     let spnego = kdc.principal("HTTP/localhost");
     let (http_keytab_s, krb5_conf) = (
@@ -373,7 +380,7 @@ fn the_controller_acts_on_a_kerberized_https_rm_and_refuses_a_wrong_identity() {
     }
 
     // A keytab others can read: refused at start, exit status 1.
-    write_conf(&principal, &keytab);
+    write_conf(&configured, &keytab);
     std::fs::set_permissions(&keytab, std::os::unix::fs::PermissionsExt::from_mode(0o644))
         .expect("chmod 644");
     let log = d.join("controller-644.log");

@@ -91,10 +91,11 @@ impl std::fmt::Debug for Spnego {
 
 impl Spnego {
     /// Checks the keytab (a private regular file, `chmod 600`) and the principal's
-    /// syntax. Nothing is asked of the KDC yet.
+    /// syntax, and puts this host's name in place of `_HOST` as Hadoop does
+    /// ([`expand_host`]). Nothing is asked of the KDC yet.
     pub fn new(settings: &KerberosSettings) -> Result<Spnego, KerberosError> {
         read_secret_file(&settings.keytab, "Kerberos keytab", MAX_KEYTAB_BYTES)?;
-        let principal = settings.principal.trim().to_string();
+        let principal = settings.principal.trim();
         let bad = |reason: &str| KerberosError::Principal {
             principal: settings.principal.clone(),
             reason: reason.into(),
@@ -105,6 +106,8 @@ impl Spnego {
         if principal.contains('\0') {
             return Err(bad("contains a NUL byte"));
         }
+        let principal = expand_host(principal, local_host_name)
+            .map_err(|e| bad(&format!("`_HOST` needs this host's name: {e}")))?;
         let keytab = settings.keytab.to_str().ok_or_else(|| {
             KerberosError::Keytab(SecretFileError::Read {
                 what: "Kerberos keytab",
@@ -243,6 +246,34 @@ impl Spnego {
             }
         }
     }
+}
+
+/// Hadoop's `_HOST` (`SecurityUtil.getServerPrincipal`): in `name/_HOST@REALM`, `_HOST`
+/// becomes `host()` in lower case; any other principal is kept as written.
+pub fn expand_host(
+    principal: &str,
+    host: impl FnOnce() -> std::io::Result<String>,
+) -> std::io::Result<String> {
+    let parts: Vec<&str> = principal.split(['/', '@']).collect();
+    match parts[..] {
+        [name, "_HOST", realm] => Ok(format!("{name}/{}@{realm}", host()?.to_lowercase())),
+        _ => Ok(principal.to_string()),
+    }
+}
+
+/// This host's canonical name, as `hostname -f` prints it: the first name of its
+/// `/etc/hosts` line, or DNS's canonical name; the bare host name when neither has one.
+pub fn local_host_name() -> std::io::Result<String> {
+    let name = dns_lookup::get_hostname()?;
+    let hints = dns_lookup::AddrInfoHints {
+        flags: libc::AI_CANONNAME,
+        ..dns_lookup::AddrInfoHints::default()
+    };
+    let canonical = dns_lookup::getaddrinfo(Some(&name), None, Some(hints))
+        .ok()
+        .and_then(|mut addrs| addrs.find_map(|a| a.ok()?.canonname))
+        .filter(|c| !c.is_empty());
+    Ok(canonical.unwrap_or(name))
 }
 
 /// Whether `headers` (of a 401) ask for SPNEGO.
@@ -573,6 +604,31 @@ mod tests {
             assert!(matches!(e, KerberosError::Principal { .. }), "{bad:?}: {e}");
         }
         assert!(Spnego::new(&settings("preemptor/host@EXAMPLE.COM")).is_ok());
+        let s = Spnego::new(&settings("preemptor/_HOST@EXAMPLE.COM")).unwrap();
+        let host = local_host_name().unwrap().to_lowercase();
+        assert_eq!(s.principal(), format!("preemptor/{host}@EXAMPLE.COM"));
+    }
+
+    #[test]
+    fn only_a_host_part_of_host_is_replaced_in_lower_case() {
+        let host = || Ok("NM3.Example.COM".to_string());
+        let expanded = |p: &str| expand_host(p, host).unwrap();
+        assert_eq!(
+            expanded("nm/_HOST@EXAMPLE.COM"),
+            "nm/nm3.example.com@EXAMPLE.COM"
+        );
+        for kept in [
+            "nm/host@EXAMPLE.COM",
+            "_HOST@EXAMPLE.COM",
+            "nm/_HOSTS@EXAMPLE.COM",
+            "nm/_HOST/x@EXAMPLE.COM",
+            "nm/_host@EXAMPLE.COM",
+        ] {
+            assert_eq!(expanded(kept), kept);
+        }
+        let no_name = || Err(std::io::Error::other("no name"));
+        assert!(expand_host("nm/_HOST@R", no_name).is_err());
+        assert_eq!(expand_host("nm@R", no_name).unwrap(), "nm@R");
     }
 
     #[test]

@@ -115,7 +115,9 @@ pub struct AgentArgs {
     pub nodemanager_ca_file: Option<PathBuf>,
     /// Kerberos principal the agent authenticates as to a NodeManager whose web app
     /// requires SPNEGO (hadoop.http.authentication.type=kerberos); needs
-    /// --nodemanager-keytab. The system's krb5.conf (or KRB5_CONFIG) names the KDC.
+    /// --nodemanager-keytab. `_HOST` as the instance (nm-agent/_HOST@REALM) becomes this
+    /// host's canonical name in lower case, as in Hadoop. The system's krb5.conf (or
+    /// KRB5_CONFIG) names the KDC.
     #[arg(
         long,
         requires = "nodemanager_keytab",

@@ -50,7 +50,8 @@ pub struct RmSettings {
 /// A Kerberos client identity: its principal and the keytab that holds its keys.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct KerberosSettings {
-    /// `name[/instance]@REALM`, taken as written (no `_HOST` substitution).
+    /// `name[/instance]@REALM`; `_HOST` as the instance is this host's name, as in
+    /// Hadoop (`kerberos::expand_host`).
     pub principal: String,
     /// Must be private to its owner (`chmod 600`), like a token file.
     pub keytab: PathBuf,
