@@ -16,6 +16,7 @@ pub use ids::{ApplicationAttemptId, ApplicationId, ContainerId, IdError, IdHashe
 pub use journal::{ContainerMove, JournalMark, LineageMark};
 use journal::{Journal, Lineage};
 pub use model::*;
+use patch::Totals;
 
 use crate::resources::{Limits, Resource};
 
@@ -224,7 +225,7 @@ impl ClusterView {
             view.add_app(a)?;
         }
         for i in 0..n {
-            view.link(ContainerIdx(i as u32), true)?;
+            view.link(ContainerIdx(i as u32), Totals::Later)?;
         }
         // Children come after parents, so a reverse sweep rolls leaves up to the root.
         let queues = &mut view.queues;

@@ -17,6 +17,23 @@ use super::{
 };
 use crate::resources::Resource;
 
+/// When [`ClusterView::link`] counts a container's allocation in the totals.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Totals {
+    /// At once, on its node, application and every queue above it.
+    Now,
+    /// On its node, application and own queue only: building a view rolls the queues
+    /// and the free room up once, after every container.
+    Later,
+}
+
+/// Whether [`ClusterView::hold`] starts or stops counting a live container's allocation.
+#[derive(Clone, Copy, Debug)]
+enum Hold {
+    Count,
+    Uncount,
+}
+
 impl ClusterView {
     /// Add an application; its container list is derived, so whatever it holds is
     /// dropped.
@@ -122,7 +139,7 @@ impl ClusterView {
     pub fn add_container(&mut self, c: Container) -> Result<ContainerIdx, ViewError> {
         let idx = ContainerIdx(self.containers.len() as u32);
         self.containers.push(c);
-        if let Err(e) = self.link(idx, false) {
+        if let Err(e) = self.link(idx, Totals::Now) {
             self.containers.pop();
             return Err(e);
         }
@@ -132,10 +149,10 @@ impl ClusterView {
 
     /// Hook container `idx`, already in the list, into the id index, its
     /// application's and node's lists and the totals. Containers are linked in index
-    /// order, each after every lower one; on error nothing has changed. In `bulk`
-    /// (building a view), its allocation is added to its own queue only and the free
-    /// room is left alone: the caller rolls both up once at the end.
-    pub(super) fn link(&mut self, idx: ContainerIdx, bulk: bool) -> Result<(), ViewError> {
+    /// order, each after every lower one; on error nothing has changed. With
+    /// [`Totals::Later`] (building a view), its allocation is added to its own queue only
+    /// and the free room is left alone: the caller rolls both up once at the end.
+    pub(super) fn link(&mut self, idx: ContainerIdx, totals: Totals) -> Result<(), ViewError> {
         let c = &self.containers[idx.get()];
         if c.app.get() >= self.apps.len() {
             return Err(ViewError::BadContainerRef {
@@ -185,13 +202,14 @@ impl ClusterView {
             if c.state != ContainerState::Running {
                 self.push_below(idx, below(idx, c));
             }
-            if bulk {
-                self.nodes[node.get()].used += allocated;
-                self.app_used[app.get()] += allocated;
-                let q = self.apps[app.get()].queue;
-                self.queues[q.get()].used += allocated;
-            } else {
-                self.hold(app, node, allocated, true);
+            match totals {
+                Totals::Later => {
+                    self.nodes[node.get()].used += allocated;
+                    self.app_used[app.get()] += allocated;
+                    let q = self.apps[app.get()].queue;
+                    self.queues[q.get()].used += allocated;
+                }
+                Totals::Now => self.hold(app, node, allocated, Hold::Count),
             }
         }
         Ok(())
@@ -214,7 +232,7 @@ impl ClusterView {
         }
         if c.is_live() {
             let (app, node, allocated) = (c.app, c.node, c.allocated);
-            self.hold(app, node, allocated, false);
+            self.hold(app, node, allocated, Hold::Uncount);
         }
         self.journal_node(self.containers[i.get()].node);
         self.drop_below(i);
@@ -280,7 +298,8 @@ impl ClusterView {
         let fact = below(i, c);
         self.journal_node(node);
         if was_live != live {
-            self.hold(app, node, allocated, live);
+            let hold = if live { Hold::Count } else { Hold::Uncount };
+            self.hold(app, node, allocated, hold);
         }
         if live && reduced {
             match self.below_at(i) {
@@ -443,18 +462,21 @@ impl ClusterView {
 
     /// Count a live container's allocation on its node, application and queues, or
     /// stop counting it.
-    fn hold(&mut self, app: AppIdx, node: NodeIdx, allocated: Resource, on: bool) {
+    fn hold(&mut self, app: AppIdx, node: NodeIdx, allocated: Resource, hold: Hold) {
         let queue = self.apps[app.get()].queue;
         let n = &mut self.nodes[node.get()];
         self.free -= n.capacity.saturating_sub(n.used);
-        if on {
-            n.used += allocated;
-            self.app_used[app.get()] += allocated;
-            self.roll_up(queue, allocated, Resource::ZERO);
-        } else {
-            n.used -= allocated;
-            self.app_used[app.get()] -= allocated;
-            self.unroll(queue, allocated, Resource::ZERO);
+        match hold {
+            Hold::Count => {
+                n.used += allocated;
+                self.app_used[app.get()] += allocated;
+                self.roll_up(queue, allocated, Resource::ZERO);
+            }
+            Hold::Uncount => {
+                n.used -= allocated;
+                self.app_used[app.get()] -= allocated;
+                self.unroll(queue, allocated, Resource::ZERO);
+            }
         }
         let n = &self.nodes[node.get()];
         self.free += n.capacity.saturating_sub(n.used);

@@ -29,6 +29,14 @@ pub(crate) struct Ledger<'a> {
     pub queue_restored: Vec<Amount>,
 }
 
+/// Which way [`Ledger::move_room`] moves an amount: out of what a node's containers
+/// hold (taken), or back into it (untaken or given back).
+#[derive(Clone, Copy, Debug)]
+enum Flow {
+    Out,
+    Back,
+}
+
 /// Where the taken amount sits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Room {
@@ -215,13 +223,11 @@ impl<'a> Ledger<'a> {
     }
 
     /// A container on node `n` was reduced before this tick: its node holds
-    /// `reclaimed` less, which the node advertises if `advertised`.
-    pub fn reduced_before(&mut self, n: usize, reclaimed: Amount, advertised: bool) {
+    /// `reclaimed` less, and advertises it.
+    pub fn reduced_before(&mut self, n: usize, reclaimed: Amount) {
         self.change_node(n, |held, r| {
             *held -= reclaimed;
-            if advertised {
-                *r += reclaimed;
-            }
+            *r += reclaimed;
         });
     }
 
@@ -319,7 +325,7 @@ impl<'a> Ledger<'a> {
             self.queue_reclaimed[i] += amount;
             next = self.parent(i);
         }
-        self.move_room(room, amount, false);
+        self.move_room(room, amount, Flow::Out);
         true
     }
 
@@ -333,7 +339,7 @@ impl<'a> Ledger<'a> {
             self.queue_reclaimed[i] -= amount;
             next = self.parent(i);
         }
-        self.move_room(room, amount, true);
+        self.move_room(room, amount, Flow::Back);
     }
 
     /// Give `amount` back to queue `q` (a resumption or a cancelled kill mark).
@@ -345,7 +351,7 @@ impl<'a> Ledger<'a> {
             self.queue_restored[i] += amount;
             next = self.parent(i);
         }
-        self.move_room(room, amount, true);
+        self.move_room(room, amount, Flow::Back);
     }
 
     /// A marked container on node `n` is killed: what it held becomes free room, and
@@ -359,29 +365,29 @@ impl<'a> Ledger<'a> {
     }
 
     /// Move `amount` between what a node's containers hold and its free room.
-    fn move_room(&mut self, room: Room, amount: Amount, back: bool) {
+    fn move_room(&mut self, room: Room, amount: Amount, flow: Flow) {
         let n = match room {
             Room::QueueOnly => {
-                if back {
-                    self.marked -= amount;
-                } else {
-                    self.marked += amount;
+                match flow {
+                    Flow::Out => self.marked += amount,
+                    Flow::Back => self.marked -= amount,
                 }
                 return;
             }
             Room::Advertised(n) | Room::Local(n) => n,
         };
         let advertised = matches!(room, Room::Advertised(_));
-        self.change_node(n, |held, reclaimed| {
-            if back {
-                *held += amount;
-                if advertised {
-                    *reclaimed -= amount;
-                }
-            } else {
+        self.change_node(n, |held, reclaimed| match flow {
+            Flow::Out => {
                 *held -= amount;
                 if advertised {
                     *reclaimed += amount;
+                }
+            }
+            Flow::Back => {
+                *held += amount;
+                if advertised {
+                    *reclaimed -= amount;
                 }
             }
         });

@@ -326,7 +326,7 @@ impl<'a> Tick<'a> {
                 }
                 let held = held_in(w.allocated, w.current, w.state, s.suspend.footprint);
                 let reclaimed = Amount::from(w.allocated) - held;
-                ledger.reduced_before(n, reclaimed, true);
+                ledger.reduced_before(n, reclaimed);
                 from_queue[view.apps()[a].queue.get()] += reclaimed;
             }
         }
