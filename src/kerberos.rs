@@ -32,6 +32,7 @@ use reqwest::{RequestBuilder, Response, StatusCode, Url};
 
 use crate::config::secret::{SecretFileError, read_secret_file};
 use crate::config::settings::KerberosSettings;
+use crate::sync::lock;
 
 /// A keytab holds a few keys per principal; a larger file is not one.
 const MAX_KEYTAB_BYTES: u64 = 1 << 20;
@@ -286,10 +287,6 @@ pub fn asks_for_negotiate(headers: &HeaderMap) -> bool {
 
 fn origin(url: &Url) -> String {
     url.origin().ascii_serialization()
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A `Set-Cookie` of `hadoop.auth`: `Some(Some((cookie pair, expiry)))` to keep,

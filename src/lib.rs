@@ -16,6 +16,7 @@ pub mod kerberos;
 pub mod policy;
 pub mod resources;
 pub mod sim;
+pub mod sse;
 pub mod sync;
 pub mod text;
 pub mod tls;

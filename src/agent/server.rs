@@ -8,13 +8,12 @@ use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{DefaultBodyLimit, FromRequest, Path, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use futures_util::{Stream, StreamExt};
+use futures_util::Stream;
 use serde::de::DeserializeOwned;
-use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use super::api::{
@@ -28,6 +27,7 @@ use super::host::HostError;
 use super::lease::LeaseError;
 use super::metrics;
 use super::writer::WriteError;
+use crate::sse::{self, StreamEvent};
 
 pub struct AppState {
     pub enforcer: Arc<Enforcer>,
@@ -258,30 +258,20 @@ async fn get_lease(State(st): State<Arc<AppState>>) -> Json<LeaseStatus> {
     Json(st.enforcer.lease_status(Instant::now()))
 }
 
-fn sse_event(e: &AgentEvent) -> Event {
-    match Event::default().event(e.name()).json_data(e) {
-        Ok(ev) => ev,
-        // Serialising our own enum cannot fail; say so on the stream if it ever does.
-        Err(err) => Event::default()
-            .event("error")
-            .data(format!("encoding event: {err}")),
-    }
-}
-
 async fn events(
     State(st): State<Arc<AppState>>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let rx = st.enforcer.subscribe();
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        let event = match rx.recv().await {
-            Ok(ev) => ev,
-            Err(RecvError::Lagged(missed)) => AgentEvent::Lagged { missed },
-            Err(RecvError::Closed) => return None,
-        };
-        Some((Ok(sse_event(&event)), rx))
-    })
-    .take_until(st.shutdown.clone().cancelled_owned());
-    Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+    sse::broadcast_stream(st.enforcer.subscribe(), st.shutdown.clone())
+}
+
+impl StreamEvent for AgentEvent {
+    fn event_name(&self) -> &'static str {
+        self.name()
+    }
+    fn lagged(missed: u64) -> Self {
+        AgentEvent::Lagged { missed }
+    }
+    const ENCODE_FAILURE: &'static str = "error";
 }
 
 async fn method_not_allowed() -> ApiError {

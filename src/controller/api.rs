@@ -12,15 +12,15 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::{Event, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
-use futures_util::{Stream, StreamExt};
+use futures_util::Stream;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use tokio::sync::broadcast::{self, error::RecvError, error::TryRecvError};
+use tokio::sync::broadcast::{self, error::TryRecvError};
 use tokio_util::sync::CancellationToken;
 
 use super::history::HistoryReport;
@@ -29,6 +29,7 @@ use super::operator::{
     DEFAULT_HOLD_OFF, MAX_HOLD_OFF, Operator, OperatorError, Reply, Request as Ask,
 };
 use super::{dashboard, metrics};
+use crate::sse::{self, StreamEvent};
 
 /// Actions kept for the dashboard and `/api/v1/actions`.
 pub const RECENT_ACTIONS: usize = 500;
@@ -37,7 +38,6 @@ pub const RECENT_WAITS: usize = 1000;
 /// The write routes' bodies are a few dozen bytes; anything larger is refused before it
 /// is buffered.
 const MAX_BODY_BYTES: usize = 1024;
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 struct ApiState {
     hub: Hub,
@@ -444,37 +444,26 @@ async fn dashboard_page(State(st): State<Arc<ApiState>>) -> Html<String> {
 
 use crate::clock::unix_ms as now_ms;
 
-fn sse_event(e: &ControllerEvent) -> Event {
-    match Event::default().event(e.name()).json_data(e) {
-        Ok(ev) => ev,
-        // Serialising our own enum cannot fail; say so on the stream if it ever does.
-        Err(err) => Event::default()
-            .event("warning")
-            .data(format!("encoding event: {err}")),
-    }
-}
-
 async fn events(
     State(st): State<Arc<ApiState>>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let rx = st.hub.subscribe();
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        let event = match rx.recv().await {
-            Ok(ev) => ev,
-            // A slow reader hears that it lost events instead of silently skipping them.
-            Err(RecvError::Lagged(missed)) => ControllerEvent::Warning {
-                at_ms: now_ms(),
-                message: format!(
-                    "this event stream fell behind and missed {missed} events; \
-                     /api/v1/actions has the recent preemption log"
-                ),
-            },
-            Err(RecvError::Closed) => return None,
-        };
-        Some((Ok(sse_event(&event)), rx))
-    })
-    .take_until(st.shutdown.clone().cancelled_owned());
-    Sse::new(stream).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+    sse::broadcast_stream(st.hub.subscribe(), st.shutdown.clone())
+}
+
+impl StreamEvent for ControllerEvent {
+    fn event_name(&self) -> &'static str {
+        self.name()
+    }
+    fn lagged(missed: u64) -> Self {
+        ControllerEvent::Warning {
+            at_ms: now_ms(),
+            message: format!(
+                "this event stream fell behind and missed {missed} events; \
+                 /api/v1/actions has the recent preemption log"
+            ),
+        }
+    }
+    const ENCODE_FAILURE: &'static str = "warning";
 }
 
 async fn not_found() -> ApiError {
