@@ -202,63 +202,85 @@ struct Entry {
 
 const NO_MEMO: u32 = u32::MAX;
 
-/// A [`Memo`] in one cache line: times with `u64::MAX` for none (a time of
+/// A [`Memo`] in one cache line: times with [`Packed::NONE`] for none (a time of
 /// `u64::MAX` ms, 585 million years, is kept as one less).
 #[derive(Clone, Copy, Debug)]
 #[repr(align(64))]
 struct Packed {
-    times: [u64; 6],
-    counts: [u32; 3],
+    suspended_at: u64,
+    last_pick_at: u64,
+    last_step_at: u64,
+    kill_marked_at: u64,
+    quantum_start: u64,
+    rest_until: u64,
+    resume_picks: u32,
+    las_preemptions: u32,
+    dice_suspensions: u32,
 }
 
 impl Packed {
     const NONE: u64 = u64::MAX;
     /// [`Memo::default`]: nothing to remember.
     const EMPTY: Packed = Packed {
-        times: [Self::NONE; 6],
-        counts: [0; 3],
+        suspended_at: Self::NONE,
+        last_pick_at: Self::NONE,
+        last_step_at: Self::NONE,
+        kill_marked_at: Self::NONE,
+        quantum_start: Self::NONE,
+        rest_until: Self::NONE,
+        resume_picks: 0,
+        las_preemptions: 0,
+        dice_suspensions: 0,
     };
 
     #[inline]
     fn pack(m: &Memo) -> Packed {
         let t = |t: Option<Millis>| t.map_or(Self::NONE, |t| t.min(Self::NONE - 1));
         Packed {
-            times: [
-                t(m.suspended_at),
-                t(m.last_pick_at),
-                t(m.last_step_at),
-                t(m.kill_marked_at),
-                t(m.quantum_start),
-                t(m.rest_until),
-            ],
-            counts: [m.resume_picks, m.las_preemptions, m.dice_suspensions],
+            suspended_at: t(m.suspended_at),
+            last_pick_at: t(m.last_pick_at),
+            last_step_at: t(m.last_step_at),
+            kill_marked_at: t(m.kill_marked_at),
+            quantum_start: t(m.quantum_start),
+            rest_until: t(m.rest_until),
+            resume_picks: m.resume_picks,
+            las_preemptions: m.las_preemptions,
+            dice_suspensions: m.dice_suspensions,
         }
     }
 
     #[inline]
     fn unpack(&self) -> Memo {
-        let t = |i: usize| (self.times[i] != Self::NONE).then_some(self.times[i]);
+        let t = |t: u64| (t != Self::NONE).then_some(t);
         Memo {
-            suspended_at: t(0),
-            last_pick_at: t(1),
-            last_step_at: t(2),
-            kill_marked_at: t(3),
-            quantum_start: t(4),
-            rest_until: t(5),
-            resume_picks: self.counts[0],
-            las_preemptions: self.counts[1],
-            dice_suspensions: self.counts[2],
+            suspended_at: t(self.suspended_at),
+            last_pick_at: t(self.last_pick_at),
+            last_step_at: t(self.last_step_at),
+            kill_marked_at: t(self.kill_marked_at),
+            quantum_start: t(self.quantum_start),
+            rest_until: t(self.rest_until),
+            resume_picks: self.resume_picks,
+            las_preemptions: self.las_preemptions,
+            dice_suspensions: self.dice_suspensions,
         }
     }
 
     fn kill_marked(&self) -> bool {
-        self.times[3] != Self::NONE
+        self.kill_marked_at != Self::NONE
     }
 
-    /// Nothing to remember (compared field by field: `==` on the arrays calls
-    /// `memcmp`).
+    /// Nothing to remember.
     fn is_empty(&self) -> bool {
-        self.times.iter().all(|&t| t == Self::NONE) && self.counts.iter().all(|&n| n == 0)
+        let none = Self::NONE;
+        self.suspended_at == none
+            && self.last_pick_at == none
+            && self.last_step_at == none
+            && self.kill_marked_at == none
+            && self.quantum_start == none
+            && self.rest_until == none
+            && self.resume_picks == 0
+            && self.las_preemptions == 0
+            && self.dice_suspensions == 0
     }
 }
 
