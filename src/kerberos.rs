@@ -285,6 +285,19 @@ pub fn asks_for_negotiate(headers: &HeaderMap) -> bool {
     })
 }
 
+/// Sends the request `build` makes, through `spnego` when one is configured and as it
+/// is otherwise. Errors as [`Spnego::send`].
+pub async fn send_with(
+    spnego: Option<&Spnego>,
+    url: &Url,
+    build: impl Fn() -> RequestBuilder,
+) -> Result<Result<Response, reqwest::Error>, KerberosError> {
+    match spnego {
+        Some(spnego) => spnego.send(url, build).await,
+        None => Ok(build().send().await),
+    }
+}
+
 fn origin(url: &Url) -> String {
     url.origin().ascii_serialization()
 }

@@ -139,13 +139,9 @@ impl NodeManager {
                 .get(url.clone())
                 .header(reqwest::header::ACCEPT, "application/json")
         };
-        let sent = match &self.spnego {
-            Some(spnego) => spnego
-                .send(&url, build)
-                .await
-                .map_err(|e| unavailable(e.to_string()))?,
-            None => build().send().await,
-        };
+        let sent = crate::kerberos::send_with(self.spnego.as_ref(), &url, build)
+            .await
+            .map_err(|e| unavailable(e.to_string()))?;
         let mut resp = sent.map_err(|e| unavailable(describe_reqwest(&e)))?;
         if !resp.status().is_success() {
             return Err(unavailable(format!("HTTP {}", resp.status())));

@@ -690,8 +690,7 @@ impl RmClient {
                 None => req,
             }
         };
-        let sent = self
-            .send_authenticated(&url, build)
+        let sent = crate::kerberos::send_with(self.inner.spnego.as_ref(), &url, build)
             .await
             .map_err(|source| {
                 Failure::Other(Error::Kerberos {
@@ -725,18 +724,6 @@ impl RmClient {
             format,
             body,
         })
-    }
-
-    /// The request `build` makes, with SPNEGO when the client has Kerberos settings.
-    async fn send_authenticated(
-        &self,
-        url: &Url,
-        build: impl Fn() -> reqwest::RequestBuilder,
-    ) -> Result<Result<reqwest::Response, reqwest::Error>, crate::kerberos::KerberosError> {
-        match &self.inner.spnego {
-            Some(spnego) => spnego.send(url, build).await,
-            None => Ok(build().send().await),
-        }
     }
 
     fn url(&self, rm: usize, call: &Call) -> Url {
@@ -864,8 +851,7 @@ impl RmClient {
                 .get(url.clone())
                 .header(ACCEPT, "application/json")
         };
-        let resp = self
-            .send_authenticated(&url, build)
+        let resp = crate::kerberos::send_with(self.inner.spnego.as_ref(), &url, build)
             .await
             .map_err(|e| e.to_string())?
             .map_err(|e| describe_reqwest(&e))?;
