@@ -20,7 +20,7 @@ use crate::resources::Resource;
 /// When [`ClusterView::link`] counts a container's allocation in the totals.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Totals {
-    /// At once, on its node, application and every queue above it.
+    /// At once: on its node, its application, every queue above it and the free room.
     Now,
     /// On its node, application and own queue only: building a view rolls the queues
     /// and the free room up once, after every container.
