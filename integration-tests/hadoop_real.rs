@@ -242,8 +242,8 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
 }
 
 #[test]
-fn cluster_sh_up_down_leaves_no_jvm_and_a_second_up_works() {
-    let test = "cluster_sh_up_down_leaves_no_jvm_and_a_second_up_works";
+fn cluster_sh_up_down_leaves_no_jvm_and_a_second_up_gets_past_a_taken_port() {
+    let test = "cluster_sh_up_down_leaves_no_jvm_and_a_second_up_gets_past_a_taken_port";
     let Some(c) = Cluster::up(test, RM_QUEUES, &["--nodes", "2"]) else {
         return;
     };
@@ -254,8 +254,41 @@ fn cluster_sh_up_down_leaves_no_jvm_and_a_second_up_works() {
     let left = processes_naming(&c.h.work);
     assert!(left.is_empty(), "left behind after down: {left:?}");
 
+    // The second up's first port is taken between its pick and the RM's bind, as when
+    // another cluster starts at the same moment: up must pick new ports and go on.
     let conf = c.dir.path().join("conf-in").to_string_lossy().into_owned();
-    let out = c.h.up_again(&["--conf-dir", &conf, "--nodes", "2"]);
+    let taken = closed_port();
+    let yarn_site = c.h.work.join("conf").join("yarn-site.xml");
+    let _ = std::fs::remove_file(&yarn_site);
+    let (holding, stop) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+    let holder = std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !yarn_site.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let listener = std::net::TcpListener::bind(("127.0.0.1", taken));
+        let _ = holding.0.send(listener.is_ok());
+        let _ = stop.1.recv();
+    });
+    let base = taken.to_string();
+    let out =
+        c.h.up_again(&["--conf-dir", &conf, "--nodes", "2", "--base-port", &base]);
+    let _ = stop.0.send(());
+    let _ = holder.join();
+    assert_eq!(
+        holding.1.try_recv(),
+        Ok(true),
+        "the test could not take port {taken} after the pick"
+    );
+    assert!(
+        c.h.work.join("logs.port-taken").is_dir(),
+        "up did not start again after port {taken} was taken"
+    );
+    let env = std::fs::read_to_string(c.h.work.join("cluster.env")).expect("cluster.env");
+    assert!(
+        !env.contains(&format!("RM_PORT={taken}\n")),
+        "the RM kept the taken port: {env}"
+    );
     let rm = out
         .lines()
         .find_map(|l| l.strip_prefix("RM_WEBAPP="))

@@ -17,6 +17,8 @@ readonly TESTS_JAR_NAME="hadoop-mapreduce-client-jobclient-$HADOOP_VERSION-tests
 # Set in the environment of every process this script starts, and inherited by the
 # containers the NodeManagers launch: `down` finds stragglers by it.
 readonly MARKER_VAR=PREEMPTOR_HADOOP_CLUSTER
+# How often `up` picks new ports when a daemon finds one taken by another process.
+readonly PORT_ATTEMPTS=3
 
 usage() {
   cat <<EOF
@@ -54,7 +56,9 @@ Commands:
                             repeatable (e.g. --set yarn.acl.enable=true
                             --set yarn.admin.acl=yarn)
       --base-port P         use ports P, P+1, ... (default: free ports picked at random
-                            in 20000-32000); every port is checked to be free
+                            in 20000-32000); every port is checked to be free. A daemon
+                            that finds one taken by the time it binds makes up pick new
+                            ports and start again (3 attempts in all)
       --timeout S           seconds to wait for the ResourceManager and the
                             NodeManagers (default 180)
     Secure web endpoints (RPC stays simple: hadoop.security.authentication=simple):
@@ -580,6 +584,20 @@ start_daemon() {
   log "started $name (pid $pid, log $WORK/logs/$name.log)"
 }
 
+# port_taken NAME: the daemon died because a port it was given was bound by another
+# process since pick_ports found it free. Sets PORT_TAKEN.
+port_taken() {
+  local f bound
+  for f in "$WORK/logs/$1.log" "$WORK/logs/$1.out"; do
+    grep -qs 'java.net.BindException: Address already in use' "$f" || continue
+    bound=$(grep -os 'Problem binding to \[[^]]*\]' "$f" | tail -n 1 || true)
+    bound=${bound#Problem binding to \[}
+    PORT_TAKEN="$1${bound:+ (${bound%]})}"
+    return 0
+  done
+  return 1
+}
+
 # Last lines of a daemon's log and .out, for an error message.
 show_log_tail() {
   local name=$1 f
@@ -626,6 +644,7 @@ wait_for_rm() {
   while :; do
     if ! pid_alive "$pid"; then
       show_log_tail rm
+      port_taken rm && return 0
       die "the ResourceManager (pid $pid) exited during startup"
     fi
     if http_get "$RM_WEBAPP/ws/v1/cluster/info" 2>/dev/null | grep -q '"state" *: *"STARTED"'; then
@@ -647,6 +666,8 @@ wait_for_nodes() {
   while :; do
     if ! pid_alive "$rm_pid"; then
       show_log_tail rm
+      # Its web app answers STARTED before its client RPC port is bound.
+      port_taken rm && return 0
       die "the ResourceManager (pid $rm_pid) exited"
     fi
     nodes=$(http_get "$RM_WEBAPP/ws/v1/cluster/nodes?states=RUNNING" 2>/dev/null || true)
@@ -655,6 +676,7 @@ wait_for_nodes() {
       pid=$(cat "$WORK/pids/nm-$i.pid")
       if ! pid_alive "$pid"; then
         show_log_tail "nm-$i"
+        port_taken "nm-$i" && return 0
         die "NodeManager nm-$i (pid $pid) exited during startup"
       fi
       grep -q "\"nodeHTTPAddress\" *: *\"[^\"]*:$(nm_port "$i" 1)\"" <<<"$nodes" ||
@@ -843,12 +865,45 @@ cmd_up() {
   # Whatever an earlier `up` of this work dir left: stop it, remove its state.
   mkdir -p "$WORK/pids"
   stop_all
-  rm -rf "$WORK/conf" "$WORK/rm" "$WORK"/nm-* "$WORK/tmp" "$WORK/staging" \
-    "$WORK/logs" "$WORK/cluster.env" "$WORK/ssl" "$WORK/krb5cc"
-  mkdir -p "$WORK/logs" "$WORK/tmp" "$WORK/staging" "$WORK/rm"
+  rm -rf "$WORK/logs" "$WORK/logs.port-taken"
+  clear_state
 
   resolve_jars
 
+  # Ports are picked free but bound seconds later by the JVMs; a daemon that found one
+  # taken meanwhile (another cluster or KDC starting at the same moment) makes `up` pick
+  # new ports and start again, up to PORT_ATTEMPTS times.
+  local attempt=1
+  while :; do
+    PORT_TAKEN=""
+    start_cluster "$queue_given"
+    [[ -n "$PORT_TAKEN" ]] || break
+    ((attempt < PORT_ATTEMPTS)) ||
+      die "$PORT_TAKEN found one of its ports taken by another process at each of $PORT_ATTEMPTS attempts"
+    attempt=$((attempt + 1))
+    log "$PORT_TAKEN found a port taken by another process since it was picked; picking new ports (attempt $attempt of $PORT_ATTEMPTS; the earlier logs are in $WORK/logs.port-taken)"
+    stop_all
+    rm -rf "$WORK/logs.port-taken"
+    mv "$WORK/logs" "$WORK/logs.port-taken"
+    clear_state
+  done
+  log "$NODES NodeManager(s) RUNNING, ${NODE_MEMORY_MB} MB and $NODE_VCORES vcores each; cluster up in $((SECONDS - t0)) s"
+  trap - EXIT
+  print_env
+}
+
+# clear_state: remove what a started cluster leaves in the work dir (its jars stay).
+clear_state() {
+  rm -rf "$WORK/conf" "$WORK/rm" "$WORK"/nm-* "$WORK/tmp" "$WORK/staging" \
+    "$WORK/cluster.env" "$WORK/ssl" "$WORK/krb5cc"
+  mkdir -p "$WORK/logs" "$WORK/tmp" "$WORK/staging" "$WORK/rm"
+}
+
+# start_cluster QUEUE_GIVEN: pick ports, write the configuration, start the RM and the
+# NodeManagers, and wait until every NodeManager is RUNNING. Sets PORT_TAKEN to the
+# daemon's name and returns early when a daemon could not bind a port it was given.
+start_cluster() {
+  local queue_given=$1
   pick_ports $((7 + 4 * NODES))
   RM_PORT=${PORTS[0]} RM_SCHEDULER_PORT=${PORTS[1]} RM_TRACKER_PORT=${PORTS[2]}
   RM_ADMIN_PORT=${PORTS[3]} RM_WEBAPP_PORT=${PORTS[4]}
@@ -862,6 +917,7 @@ cmd_up() {
   spnego_login
   start_daemon rm "$RM_CLASS" "$WORK/conf" 768m
   wait_for_rm
+  [[ -z "$PORT_TAKEN" ]] || return 0
   log "ResourceManager up at $RM_WEBAPP after $((SECONDS - t0)) s"
 
   if ((queue_given == 0)); then
@@ -899,9 +955,6 @@ cmd_up() {
   } >"$WORK/cluster.env"
 
   wait_for_nodes
-  log "$NODES NodeManager(s) RUNNING, ${NODE_MEMORY_MB} MB and $NODE_VCORES vcores each; cluster up in $((SECONDS - t0)) s"
-  trap - EXIT
-  print_env
 }
 
 up_failed() {
